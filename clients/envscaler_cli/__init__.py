@@ -1,0 +1,1 @@
+"""The `envscaler` command line."""

@@ -1,0 +1,66 @@
+"""The one interface every sandbox backend implements (one file per backend beside this one)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SandboxHandle:
+    """Everything needed to reach and to kill a sandbox; safe to store in Redis as a dict."""
+
+    id: str
+    socket_path: str
+    backend: str
+    instance: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "socket_path": self.socket_path, "backend": self.backend,
+                "instance": self.instance}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, str]) -> SandboxHandle:
+        return cls(id=data["id"], socket_path=data["socket_path"], backend=data["backend"],
+                   instance=data["instance"])
+
+
+class SandboxBackend(ABC):
+    """Creates and kills sandboxes that run `sandbox.runtime` behind a Unix socket.
+
+    ``create`` returns only once the runtime answers ``ping``. ``destroy`` kills at once and
+    never waits for a grace period. Every sandbox carries this backend's instance id, so that
+    ``reap_orphans`` can remove what dead instances of the service left behind.
+    """
+
+    name: str
+    isolation: str  # shown in /readyz and logs: "container", "gvisor" or "process"
+
+    def __init__(self, instance: str) -> None:
+        self.instance = instance
+
+    @abstractmethod
+    async def create(self, labels: dict[str, str]) -> SandboxHandle: ...
+
+    @abstractmethod
+    async def destroy(self, handle: SandboxHandle) -> None: ...
+
+    @abstractmethod
+    async def is_running(self, handle: SandboxHandle) -> bool: ...
+
+    @abstractmethod
+    async def list_own(self) -> list[SandboxHandle]:
+        """Sandboxes that this instance created and that still exist."""
+
+    @abstractmethod
+    async def reap_orphans(self) -> int:
+        """Remove sandboxes of dead instances; return how many were removed."""
+
+    @abstractmethod
+    async def health(self) -> dict[str, object]:
+        """Raise when the backend cannot create sandboxes; otherwise describe it."""
+
+    async def close(self) -> None:
+        """Kill every sandbox of this instance."""
+        for handle in await self.list_own():
+            await self.destroy(handle)

@@ -1,0 +1,57 @@
+"""Async client of the in-sandbox runtime: one persistent Unix-socket connection per sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sandbox.errors import RuntimeFault, SandboxGone
+from sandbox.runtime import protocol
+
+
+class RuntimeClient:
+    """Sends one request at a time over a persistent connection; reconnects after a failure.
+
+    A deadline is the caller's business (``asyncio.wait_for``): a request cut off half-way
+    leaves the connection unusable, so it is dropped and the next request reconnects.
+    """
+
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._lock = asyncio.Lock()
+
+    async def request(self, message: dict[str, Any]) -> Any:
+        async with self._lock:
+            try:
+                reply = await self._exchange(message)
+            except (OSError, EOFError, asyncio.IncompleteReadError, protocol.ProtocolError) as exc:
+                self.close()
+                raise SandboxGone(f"sandbox runtime at {self.socket_path} stopped answering: {exc!r}") from exc
+            except BaseException:
+                self.close()
+                raise
+        if reply.get("ok"):
+            return reply.get("result")
+        error = reply.get("error") or {}
+        raise RuntimeFault(str(error.get("type", "RuntimeError")), str(error.get("message", "")))
+
+    async def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_unix_connection(
+                self.socket_path, limit=protocol.MAX_MESSAGE_BYTES)
+        assert self._reader is not None
+        self._writer.write(protocol.encode(message))
+        await self._writer.drain()
+        header = await self._reader.readexactly(protocol.HEADER.size)
+        body = await self._reader.readexactly(protocol.decode_length(header))
+        reply = protocol.decode_body(body)
+        if not isinstance(reply, dict):
+            raise protocol.ProtocolError("reply is not an object")
+        return reply
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None

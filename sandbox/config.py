@@ -1,0 +1,25 @@
+"""Sandbox settings as the sandbox layer sees them; filled from `server.settings.Settings`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    backend: str = "docker"
+    image: str = "envscaler-sandbox:latest"
+    docker_runtime: str | None = None  # e.g. "runsc" for gVisor
+    memory: str = "256m"
+    cpus: float = 1.0
+    pids: int = 64
+    tmpfs_size: str = "16m"
+    socket_root: Path = Path("/tmp/envscaler")
+    start_timeout: float = 20.0
+    pool_size: int = 4
+    max_sandboxes: int = 1024
+    create_rate: float = 20.0  # sandbox creations per second, across warm and cold starts
+    create_concurrency: int = 4
+    heartbeat_interval: float = 5.0
+    labels: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,40 @@
+"""Errors of the sandbox layer. The gateway maps each to one HTTP status."""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Base class: something went wrong with a sandbox, not with the caller's input."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The backend could not create a sandbox (engine down, image missing, start-up failed)."""
+
+
+class CapacityExhausted(SandboxError):
+    """Every sandbox slot is taken; the caller should retry after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class SandboxGone(SandboxError):
+    """The sandbox died or its socket stopped answering; its state is lost."""
+
+
+class CallTimeout(SandboxError):
+    """A request exceeded its deadline. The sandbox has been destroyed, since its state is unknown."""
+
+    def __init__(self, message: str, timeout: float) -> None:
+        super().__init__(message)
+        self.timeout = timeout
+
+
+class RuntimeFault(SandboxError):
+    """The runtime answered with an error (``type`` is the runtime's stable error type)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message

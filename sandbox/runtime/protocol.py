@@ -1,0 +1,84 @@
+"""Wire format between the gateway and the in-sandbox runtime (standard library only).
+
+Every message is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON.
+Requests are objects with an ``op`` field; replies are ``{"ok": true, "result": ...}`` or
+``{"ok": false, "error": {"type": ..., "message": ...}}``.
+
+Operations (fields beyond ``op``):
+
+- ``ping``                                   -> ``{"pid", "loaded"}``
+- ``load``  ``source, class_name, tools, init_config, seed`` [, ``max_result_bytes``]
+                                              -> ``{"tools": [...]}``
+- ``reset`` [``init_config``, ``seed``]       -> ``{"tools": [...]}``
+- ``call``  ``name, arguments``               -> the tool's JSON-safe result
+- ``state``                                   -> the public attributes of the instance
+- ``check`` ``checks`` [, ``timeout``]        -> ``[{"passed": bool, "error": str | null}]``
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from typing import Any
+
+HEADER = struct.Struct(">I")
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class ProtocolError(Exception):
+    """A peer sent bytes that are not a well-formed message."""
+
+
+def encode(message: Any) -> bytes:
+    body = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    if len(body) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"message of {len(body)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    return HEADER.pack(len(body)) + body
+
+
+def decode_length(header: bytes) -> int:
+    (length,) = HEADER.unpack(header)
+    if length > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"message of {length} bytes exceeds {MAX_MESSAGE_BYTES}")
+    return length
+
+
+def decode_body(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise ProtocolError(f"message is not JSON: {exc}") from exc
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            return None
+        chunks += chunk
+    return bytes(chunks)
+
+
+def recv_message(sock: socket.socket) -> Any | None:
+    """Blocking read of one message; None when the peer closed the connection cleanly."""
+    header = _recv_exactly(sock, HEADER.size)
+    if header is None:
+        return None
+    body = _recv_exactly(sock, decode_length(header))
+    if body is None:
+        raise ProtocolError("connection closed in the middle of a message")
+    return decode_body(body)
+
+
+def send_message(sock: socket.socket, message: Any) -> None:
+    sock.sendall(encode(message))
+
+
+def ok(result: Any) -> dict:
+    return {"ok": True, "result": result}
+
+
+def error(kind: str, message: str) -> dict:
+    return {"ok": False, "error": {"type": kind, "message": message}}

@@ -1,0 +1,63 @@
+"""A live sandbox: its handle, its runtime connection, and the typed operations on it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sandbox.backends.base import SandboxBackend, SandboxHandle
+from sandbox.client import RuntimeClient
+from sandbox.errors import CallTimeout
+
+
+class Sandbox:
+    """Operations of the in-sandbox runtime, each with a deadline.
+
+    A request that misses its deadline leaves code running in an unknown state, so the sandbox is
+    killed and ``CallTimeout`` raised; whoever owns the session rebuilds it.
+    """
+
+    def __init__(self, handle: SandboxHandle, backend: SandboxBackend) -> None:
+        self.handle = handle
+        self.backend = backend
+        self.client = RuntimeClient(handle.socket_path)
+
+    @property
+    def id(self) -> str:
+        return self.handle.id
+
+    async def _request(self, timeout: float, op: str, **fields: Any) -> Any:
+        try:
+            return await asyncio.wait_for(self.client.request({"op": op, **fields}), timeout)
+        except TimeoutError:
+            await self.destroy()
+            raise CallTimeout(f"{op} exceeded its deadline of {timeout:g} s; the sandbox was recycled",
+                              timeout) from None
+
+    async def ping(self, timeout: float = 2.0) -> dict[str, Any]:
+        return await self._request(timeout, "ping")
+
+    async def load(self, *, source: str, class_name: str, tools: list[str], init_config: dict[str, Any],
+                   seed: int, max_result_bytes: int, timeout: float) -> list[str]:
+        result = await self._request(timeout, "load", source=source, class_name=class_name, tools=tools,
+                                     init_config=init_config, seed=seed,
+                                     max_result_bytes=max_result_bytes)
+        return result["tools"]
+
+    async def reset(self, *, init_config: dict[str, Any], seed: int, timeout: float) -> list[str]:
+        result = await self._request(timeout, "reset", init_config=init_config, seed=seed)
+        return result["tools"]
+
+    async def call(self, name: str, arguments: dict[str, Any], *, timeout: float) -> Any:
+        return await self._request(timeout, "call", name=name, arguments=arguments)
+
+    async def state(self, *, timeout: float) -> dict[str, Any]:
+        return await self._request(timeout, "state")
+
+    async def check(self, checks: list[str], *, timeout_per_check: float) -> list[dict[str, Any]]:
+        budget = timeout_per_check * max(len(checks), 1) + 5.0
+        return await self._request(budget, "check", checks=checks, timeout=timeout_per_check)
+
+    async def destroy(self) -> None:
+        self.client.close()
+        await self.backend.destroy(self.handle)

@@ -1,0 +1,1 @@
+"""The gateway: FastAPI service with Redis-held sessions."""

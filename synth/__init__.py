@@ -1,0 +1,1 @@
+"""SkelBuilder and ScenGenerator: environment synthesis against OpenAI-compatible endpoints."""
