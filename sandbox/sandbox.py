@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from sandbox.backends.base import SandboxBackend, SandboxHandle
 from sandbox.client import RuntimeClient
-from sandbox.errors import CallTimeout
+from sandbox.errors import CallTimeout, SandboxGone
 
 
 class Sandbox:
@@ -17,10 +18,13 @@ class Sandbox:
     killed and ``CallTimeout`` raised; whoever owns the session rebuilds it.
     """
 
-    def __init__(self, handle: SandboxHandle, backend: SandboxBackend) -> None:
+    def __init__(self, handle: SandboxHandle, backend: SandboxBackend,
+                 on_destroy: Callable[[Sandbox], None] | None = None) -> None:
         self.handle = handle
         self.backend = backend
         self.client = RuntimeClient(handle.socket_path)
+        self.destroyed = False
+        self._on_destroy = on_destroy
 
     @property
     def id(self) -> str:
@@ -33,6 +37,10 @@ class Sandbox:
             await self.destroy()
             raise CallTimeout(f"{op} exceeded its deadline of {timeout:g} s; the sandbox was recycled",
                               timeout) from None
+        except SandboxGone as exc:
+            reason = await self.backend.diagnose(self.handle)
+            await self.destroy()
+            raise SandboxGone(f"{exc} ({reason})" if reason else str(exc)) from exc
 
     async def ping(self, timeout: float = 2.0) -> dict[str, Any]:
         return await self._request(timeout, "ping")
@@ -59,5 +67,11 @@ class Sandbox:
         return await self._request(budget, "check", checks=checks, timeout=timeout_per_check)
 
     async def destroy(self) -> None:
+        """Kill the sandbox; idempotent."""
+        if self.destroyed:
+            return
+        self.destroyed = True
         self.client.close()
         await self.backend.destroy(self.handle)
+        if self._on_destroy is not None:
+            self._on_destroy(self)

@@ -60,6 +60,10 @@ class SandboxBackend(ABC):
     async def health(self) -> dict[str, object]:
         """Raise when the backend cannot create sandboxes; otherwise describe it."""
 
+    async def diagnose(self, handle: SandboxHandle) -> str:
+        """Why a sandbox stopped answering (e.g. "killed: out of memory"); empty when unknown."""
+        return ""
+
     async def close(self) -> None:
         """Kill every sandbox of this instance."""
         for handle in await self.list_own():

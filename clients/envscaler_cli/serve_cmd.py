@@ -1,0 +1,78 @@
+"""`envscaler serve`: the gateway, with an embedded Redis and the sandbox image when none is configured."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+console = Console(stderr=True)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", help="address to bind; non-loopback needs ENVSCALER_API_KEYS"),
+    port: int = typer.Option(8000, min=1, max=65535),
+    catalogue: Path = typer.Option(None, help="environment folders (default: ENVSCALER_CATALOGUE)"),
+    workers: int = typer.Option(1, min=1, help="gateway worker processes"),
+) -> None:
+    """Run the gateway on the catalogue."""
+    import uvicorn
+
+    from server.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+    from server.settings import Settings
+
+    if catalogue is not None:
+        os.environ["ENVSCALER_CATALOGUE"] = str(catalogue.resolve())
+    settings = Settings()
+    if not settings.api_keys:
+        if not _is_loopback(host):
+            console.print(f"[red]error:[/red] refusing to bind {host} with no API keys; set "
+                          "ENVSCALER_API_KEYS or bind a loopback address")
+            raise typer.Exit(2)
+        console.print("[yellow]no ENVSCALER_API_KEYS configured: serving on loopback only, without "
+                      "authentication[/yellow]")
+    if settings.sandbox_backend == "docker" and settings.sandbox_image is None:
+        os.environ["ENVSCALER_SANDBOX_IMAGE"] = _sandbox_image(settings.sandbox_base_image)
+    redis_server = None
+    if settings.redis_url is None:
+        try:
+            redis_server = EmbeddedRedis(settings.state_dir / "redis").start()
+        except EmbeddedRedisError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(1) from None
+        os.environ["ENVSCALER_REDIS_URL"] = redis_server.url
+        console.print(f"embedded Redis at {redis_server.url} (data in {redis_server.directory})")
+    try:
+        uvicorn.run("server.app:create_app", factory=True, host=host, port=port, workers=workers,
+                    log_level=settings.log_level.lower())
+    finally:
+        if redis_server is not None:
+            redis_server.stop()
+
+
+def _sandbox_image(base_image: str) -> str:
+    import docker
+    from docker.errors import DockerException
+
+    from sandbox.errors import SandboxUnavailable
+    from sandbox.image import ensure_image
+
+    try:
+        with console.status("checking the sandbox image"):
+            return ensure_image(docker.from_env(), base_image)
+    except (DockerException, SandboxUnavailable) as exc:
+        console.print(f"[red]error:[/red] {exc}\nrun scripts/bootstrap, or set "
+                      "ENVSCALER_SANDBOX_BACKEND=process on a host without Docker")
+        raise typer.Exit(1) from None

@@ -1,0 +1,209 @@
+"""Sandboxes as locked-down Docker containers (optionally under gVisor), via the Docker SDK.
+
+The SDK is synchronous, so every engine call runs in a worker thread and never blocks the loop.
+The runtime's socket lives in a per-sandbox host directory bind-mounted at /run/envscaler, so a
+container can reach only its own socket and needs no network at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import APIError, DockerException, NotFound
+
+from sandbox.backends.base import SandboxBackend, SandboxHandle
+from sandbox.client import RuntimeClient
+from sandbox.config import SandboxConfig
+from sandbox.errors import SandboxGone, SandboxUnavailable
+from sandbox.heartbeat import Heartbeat
+
+log = logging.getLogger("envscaler.sandbox.docker")
+
+MANAGED = "envscaler.managed"
+INSTANCE = "envscaler.instance"
+SOCKET_IN_CONTAINER = "/run/envscaler"
+REAP_INTERVAL = 30.0
+
+
+class DockerBackend(SandboxBackend):
+    name = "docker"
+
+    def __init__(self, config: SandboxConfig, instance: str) -> None:
+        super().__init__(instance)
+        self.config = config
+        self.isolation = "gvisor" if config.docker_runtime == "runsc" else "container"
+        self.heartbeat = Heartbeat(config.socket_root, instance, config.heartbeat_interval)
+        self._client: docker.DockerClient | None = None
+        self._reaper: asyncio.Task[None] | None = None
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            try:
+                self._client = docker.from_env(timeout=30)
+            except DockerException as exc:
+                raise SandboxUnavailable(f"no Docker engine answers: {exc}; run scripts/bootstrap") from exc
+        return self._client
+
+    async def start(self) -> None:
+        self.heartbeat.start()
+        removed = await self.reap_orphans()
+        if removed:
+            log.info("reaped %d sandboxes left by dead instances", removed)
+        self._reaper = asyncio.create_task(self._reap_forever(), name="envscaler-reaper")
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(REAP_INTERVAL)
+            try:
+                await self.reap_orphans()
+            except Exception:
+                log.exception("reaping orphaned sandboxes failed; will retry")
+
+    def _container_spec(self, sandbox_id: str, directory: Path, labels: dict[str, str]) -> dict[str, Any]:
+        cfg = self.config
+        host_config = self.client.api.create_host_config(
+            network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            mem_limit=cfg.memory, memswap_limit=cfg.memory, nano_cpus=int(cfg.cpus * 1e9),
+            pids_limit=cfg.pids, ipc_mode="none", runtime=cfg.docker_runtime,
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_size}"},
+            binds={str(directory): {"bind": SOCKET_IN_CONTAINER, "mode": "rw"}},
+        )
+        all_labels = {**cfg.labels, **labels, MANAGED: "1", INSTANCE: self.instance,
+                      "envscaler.sandbox": sandbox_id}
+        return {"image": cfg.image, "name": f"envscaler-{self.instance}-{sandbox_id}", "labels": all_labels,
+                "host_config": host_config, "user": "65534:65534", "network_disabled": True}
+
+    def _socket_dir(self, sandbox_id: str) -> Path:
+        return self.config.socket_root / self.instance / sandbox_id
+
+    async def create(self, labels: dict[str, str]) -> SandboxHandle:
+        sandbox_id = secrets.token_hex(8)
+        directory = self._socket_dir(sandbox_id)
+        directory.mkdir(parents=True, mode=0o777)
+        directory.chmod(0o777)  # the runtime runs as nobody; mkdir's mode is masked by the umask
+        container_id = None
+        try:
+            container_id = await asyncio.to_thread(self._create_and_start, sandbox_id, directory, labels)
+            handle = SandboxHandle(id=container_id, socket_path=str(directory / "runtime.sock"),
+                                   backend=self.name, instance=self.instance)
+            await self._wait_until_ready(handle)
+            return handle
+        except BaseException as exc:
+            reason = await self._logs_tail(container_id) if container_id else ""
+            if container_id:
+                await asyncio.to_thread(self._remove, container_id)
+            shutil.rmtree(directory, ignore_errors=True)
+            if isinstance(exc, (DockerException, SandboxGone, TimeoutError)):
+                raise SandboxUnavailable(f"sandbox did not start: {exc}\n{reason}".strip()) from exc
+            raise
+
+    def _create_and_start(self, sandbox_id: str, directory: Path, labels: dict[str, str]) -> str:
+        container = self.client.api.create_container(**self._container_spec(sandbox_id, directory, labels))
+        self.client.api.start(container["Id"])
+        return container["Id"]
+
+    async def _wait_until_ready(self, handle: SandboxHandle) -> None:
+        deadline = time.monotonic() + self.config.start_timeout
+        socket_path = Path(handle.socket_path)
+        while not socket_path.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no runtime socket after {self.config.start_timeout:g} s")
+            await asyncio.sleep(0.005)
+        client = RuntimeClient(handle.socket_path)
+        try:
+            await asyncio.wait_for(client.request({"op": "ping"}), max(deadline - time.monotonic(), 0.1))
+        finally:
+            client.close()
+
+    async def _logs_tail(self, container_id: str) -> str:
+        def tail() -> str:
+            try:
+                return self.client.api.logs(container_id, tail=20).decode(errors="replace")
+            except DockerException:
+                return ""
+        return await asyncio.to_thread(tail)
+
+    def _remove(self, container_id: str) -> None:
+        try:
+            self.client.api.remove_container(container_id, force=True)
+        except NotFound:
+            pass
+        except APIError as exc:
+            if exc.status_code != 409:  # 409: removal already in progress
+                raise
+
+    async def destroy(self, handle: SandboxHandle) -> None:
+        await asyncio.to_thread(self._remove, handle.id)
+        shutil.rmtree(Path(handle.socket_path).parent, ignore_errors=True)
+
+    async def is_running(self, handle: SandboxHandle) -> bool:
+        state = await self._state(handle.id)
+        return bool(state and state.get("Running"))
+
+    async def _state(self, container_id: str) -> dict[str, Any] | None:
+        def inspect() -> dict[str, Any] | None:
+            try:
+                return self.client.api.inspect_container(container_id)["State"]
+            except NotFound:
+                return None
+        return await asyncio.to_thread(inspect)
+
+    async def diagnose(self, handle: SandboxHandle) -> str:
+        state = await self._state(handle.id)
+        if state is None:
+            return "container is gone"
+        if state.get("OOMKilled"):
+            return f"killed: out of memory (limit {self.config.memory})"
+        if not state.get("Running"):
+            return f"container exited with status {state.get('ExitCode')}"
+        return ""
+
+    async def _list(self, *label_filters: str) -> list[dict[str, Any]]:
+        filters = {"label": [MANAGED + "=1", *label_filters]}
+        return await asyncio.to_thread(self.client.api.containers, all=True, filters=filters)
+
+    def _handle(self, container: dict[str, Any]) -> SandboxHandle:
+        labels = container["Labels"]
+        directory = self.config.socket_root / labels[INSTANCE] / labels.get("envscaler.sandbox", "")
+        return SandboxHandle(id=container["Id"], socket_path=str(directory / "runtime.sock"),
+                             backend=self.name, instance=labels[INSTANCE])
+
+    async def list_own(self) -> list[SandboxHandle]:
+        return [self._handle(c) for c in await self._list(f"{INSTANCE}={self.instance}")]
+
+    async def reap_orphans(self) -> int:
+        dead = [c for c in await self._list()
+                if c["Labels"][INSTANCE] != self.instance and not self.heartbeat.is_alive(c["Labels"][INSTANCE])]
+        for container in dead:
+            await self.destroy(self._handle(container))
+        self._remove_dead_socket_dirs()
+        return len(dead)
+
+    def _remove_dead_socket_dirs(self) -> None:
+        root = self.config.socket_root
+        if not root.is_dir():
+            return
+        for directory in root.iterdir():
+            if directory.name != "instances" and directory.name != self.instance \
+                    and not self.heartbeat.is_alive(directory.name):
+                shutil.rmtree(directory, ignore_errors=True)
+
+    async def health(self) -> dict[str, object]:
+        info = await asyncio.to_thread(self.client.version)
+        return {"backend": self.name, "isolation": self.isolation, "engine": info.get("Version"),
+                "image": self.config.image, "runtime": self.config.docker_runtime or "runc"}
+
+    async def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+        await super().close()
+        shutil.rmtree(self.config.socket_root / self.instance, ignore_errors=True)
+        await self.heartbeat.stop()

@@ -1,0 +1,145 @@
+"""A warm pool of ready sandboxes, refilled in the background under a creation-rate limit.
+
+Pooled sandboxes are environment-agnostic: a session claims one and loads its environment into
+it. A claimed sandbox is never returned to the pool; it is destroyed with its session, so no state
+can leak from one session to the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from sandbox.backends.base import SandboxBackend
+from sandbox.config import SandboxConfig
+from sandbox.errors import CapacityExhausted, SandboxError
+from sandbox.sandbox import Sandbox
+
+log = logging.getLogger("envscaler.sandbox.pool")
+
+CLAIM_PING_TIMEOUT = 1.0
+MAX_RATE_WAIT = 2.0
+FAILURE_BACKOFF = 2.0
+
+
+class RateLimiter:
+    """Token bucket: at most ``rate`` acquisitions per second, bursts up to ``burst``."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate, self.burst = rate, burst
+        self._tokens, self._stamp = burst, time.monotonic()
+
+    def delay(self) -> float:
+        """Take a token now and return how long the caller must wait before using it."""
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
+        self._stamp = now
+        self._tokens -= 1
+        return max(0.0, -self._tokens / self.rate)
+
+    def refund(self) -> None:
+        self._tokens += 1
+
+
+@dataclass
+class PoolStats:
+    ready: int
+    live: int
+    target: int
+    capacity: int
+    started: int
+    failed: int
+
+
+class SandboxPool:
+    def __init__(self, backend: SandboxBackend, config: SandboxConfig, name: str = "default") -> None:
+        self.backend = backend
+        self.config = config
+        self.name = name
+        self._ready: deque[Sandbox] = deque()
+        self._live = 0  # created by this pool and not yet destroyed, including those being created
+        self._started = self._failed = 0
+        self._limiter = RateLimiter(config.create_rate, burst=max(config.create_rate, 1.0))
+        self._creating = asyncio.Semaphore(config.create_concurrency)
+        self._wanted = asyncio.Event()
+        self._refiller: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.backend.start()
+        self._refiller = asyncio.create_task(self._refill_forever(), name=f"envscaler-pool-{self.name}")
+        self._wanted.set()
+
+    def stats(self) -> PoolStats:
+        return PoolStats(ready=len(self._ready), live=self._live, target=self.config.pool_size,
+                         capacity=self.config.max_sandboxes, started=self._started, failed=self._failed)
+
+    async def claim(self, session_id: str) -> Sandbox:
+        """A live sandbox for ``session_id``: warm when one is ready, otherwise started now."""
+        while self._ready:
+            sandbox = self._ready.popleft()
+            self._wanted.set()
+            if await self._answers(sandbox):
+                return sandbox
+        return await self._create({"envscaler.session": session_id}, cold=True)
+
+    async def _answers(self, sandbox: Sandbox) -> bool:
+        try:
+            await sandbox.ping(timeout=CLAIM_PING_TIMEOUT)
+            return True
+        except SandboxError as exc:
+            log.warning("pooled sandbox %s is dead (%s); discarding it", sandbox.id[:12], exc)
+            await sandbox.destroy()
+            return False
+
+    async def _create(self, labels: dict[str, str], cold: bool) -> Sandbox:
+        if self._live >= self.config.max_sandboxes:
+            raise CapacityExhausted(f"all {self.config.max_sandboxes} sandboxes are in use", retry_after=1.0)
+        delay = self._limiter.delay()
+        if cold and delay > MAX_RATE_WAIT:
+            self._limiter.refund()
+            raise CapacityExhausted("sandbox creation rate limit reached", retry_after=round(delay, 1))
+        self._live += 1
+        try:
+            await asyncio.sleep(delay)
+            async with self._creating:
+                handle = await self.backend.create({"envscaler.pool": self.name, **labels})
+        except BaseException:
+            self._live -= 1
+            self._failed += 1
+            raise
+        self._started += 1
+        return Sandbox(handle, self.backend, on_destroy=self._forget)
+
+    def _forget(self, _sandbox: Sandbox) -> None:
+        self._live -= 1
+        self._wanted.set()
+
+    async def _refill_forever(self) -> None:
+        while True:
+            await self._wanted.wait()
+            self._wanted.clear()
+            while (missing := self._missing()) > 0:
+                results = await asyncio.gather(
+                    *(self._create({"envscaler.session": ""}, cold=False)
+                      for _ in range(min(missing, self.config.create_concurrency))),
+                    return_exceptions=True)
+                for result in results:
+                    if isinstance(result, Sandbox):
+                        self._ready.append(result)
+                failures = [r for r in results if isinstance(r, BaseException)]
+                if failures:
+                    log.error("warm pool refill failed: %s; retrying in %g s", failures[0], FAILURE_BACKOFF)
+                    await asyncio.sleep(FAILURE_BACKOFF)
+
+    def _missing(self) -> int:
+        return min(self.config.pool_size - len(self._ready), self.config.max_sandboxes - self._live)
+
+    async def close(self) -> None:
+        if self._refiller is not None:
+            self._refiller.cancel()
+        while self._ready:
+            await self._ready.popleft().destroy()
+        await self.backend.close()

@@ -1,0 +1,67 @@
+"""All configuration, from environment variables prefixed ENVSCALER_ (documented in the README)."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from sandbox.config import SandboxConfig
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ENVSCALER_", extra="ignore")
+
+    catalogue: Path = REPO_ROOT / "generated_envs"
+    redis_url: str | None = Field(None, description="unset: start an embedded redis-server")
+    api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list,
+                                                     description="comma-separated admin keys")
+    log_level: str = "INFO"
+    state_dir: Path = Field(Path.home() / ".local" / "state" / "envscaler",
+                            description="where the embedded Redis keeps its append-only file")
+
+    sandbox_backend: Literal["docker", "process"] = "docker"
+    sandbox_image: str | None = Field(None, description="unset: build the image of this checkout")
+    sandbox_base_image: str = "envscaler-base:bookworm"
+    sandbox_runtime: str | None = Field(None, description='Docker runtime, e.g. "runsc" for gVisor')
+    sandbox_memory: str = "256m"
+    sandbox_cpus: float = Field(1.0, gt=0)
+    sandbox_pids: int = Field(64, ge=8)
+    sandbox_tmpfs: str = "16m"
+    socket_root: Path = Path("/tmp/envscaler")
+    pool_size: int = Field(8, ge=0)
+    max_sandboxes: int = Field(1024, ge=1)
+    sandbox_create_rate: float = Field(20.0, gt=0)
+
+    call_timeout: float = Field(5.0, gt=0)
+    check_timeout: float = Field(2.0, gt=0)
+    max_result_bytes: int = Field(1_048_576, ge=1024)
+    session_ttl: float = Field(900.0, gt=0, description="idle seconds before a session's sandbox is killed")
+    record_ttl: float = Field(86_400.0, gt=0, description="seconds a session's record outlives its sandbox")
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [key.strip() for key in value.split(",") if key.strip()]
+        return value
+
+    @cached_property
+    def instance(self) -> str:
+        """This process's identity on shared Redis and Docker: host name plus a random suffix."""
+        return f"{socket.gethostname()[:20]}-{secrets.token_hex(4)}".lower()
+
+    def sandbox_config(self, image: str, labels: dict[str, str] | None = None) -> SandboxConfig:
+        return SandboxConfig(
+            backend=self.sandbox_backend, image=image, docker_runtime=self.sandbox_runtime,
+            memory=self.sandbox_memory, cpus=self.sandbox_cpus, pids=self.sandbox_pids,
+            tmpfs_size=self.sandbox_tmpfs, socket_root=self.socket_root, pool_size=self.pool_size,
+            max_sandboxes=self.max_sandboxes, create_rate=self.sandbox_create_rate,
+            labels=labels or {})

@@ -1,0 +1,215 @@
+"""Containment and behaviour of Docker sandboxes, each property asserted against a real engine.
+
+The hostile environment below runs only inside sandbox containers, never in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from sandbox.backends.docker import DockerBackend
+from sandbox.config import SandboxConfig
+from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone
+from sandbox.pool import SandboxPool
+from sandbox.sandbox import Sandbox
+from tests.conftest import new_instance
+
+HOSTILE_ENV = '''
+import os, random, socket, time, uuid
+from datetime import datetime
+from typing import Dict
+
+
+class Probe:
+    def __init__(self, init_config: dict):
+        self.counter: int = 0
+        self.events: Dict[str, dict] = {}
+        self._secret = "not state"
+
+    def record(self, label: str) -> dict:
+        """Store an event with a clock reading, a uuid and a random draw."""
+        self.counter += 1
+        event_id = str(uuid.uuid4())
+        self.events[event_id] = {"label": label, "at": datetime.now().isoformat(),
+                                 "t": time.time(), "r": random.random()}
+        return {"success": True, "data": {"id": event_id, **self.events[event_id]}}
+
+    def identity(self) -> dict:
+        return {"success": True, "data": {"uid": os.getuid(), "gid": os.getgid()}}
+
+    def interfaces(self) -> dict:
+        return {"success": True, "data": sorted(name for _, name in socket.if_nameindex())}
+
+    def route_out(self) -> dict:
+        """UDP connect only looks up a route; no packet is sent (192.0.2.1 is TEST-NET-1)."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.connect(("192.0.2.1", 9))
+            return {"success": True, "data": "routed"}
+        except OSError as exc:
+            return {"success": False, "error": exc.strerror}
+        finally:
+            sock.close()
+
+    def write(self, path: str) -> dict:
+        try:
+            with open(path, "w") as handle:
+                handle.write("x")
+            return {"success": True, "data": path}
+        except OSError as exc:
+            return {"success": False, "error": exc.strerror}
+
+    def fork_bomb(self) -> dict:
+        children = []
+        try:
+            for _ in range(10_000):
+                pid = os.fork()
+                if pid == 0:
+                    time.sleep(60)
+                    os._exit(0)
+                children.append(pid)
+        except OSError as exc:
+            error = exc.strerror
+        for pid in children:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        return {"success": True, "data": {"forked": len(children), "error": error}}
+
+    def memory_bomb(self) -> dict:
+        hoard = []
+        while True:
+            hoard.append(bytearray(64 * 1024 * 1024))
+
+    def spin(self) -> dict:
+        while True:
+            pass
+
+    def _hidden(self) -> dict:
+        return {"success": True}
+'''
+TOOLS = ["record", "identity", "interfaces", "route_out", "write", "fork_bomb", "memory_bomb", "spin"]
+
+
+@pytest.fixture
+async def pool(docker_config: SandboxConfig) -> AsyncIterator[SandboxPool]:
+    config = dataclasses.replace(docker_config, memory="128m", pids=32)
+    pool = SandboxPool(DockerBackend(config, new_instance()), config)
+    await pool.start()
+    yield pool
+    await pool.close()
+
+
+async def loaded(pool: SandboxPool, seed: int = 7) -> Sandbox:
+    sandbox = await pool.claim("test")
+    await sandbox.load(source=HOSTILE_ENV, class_name="Probe", tools=TOOLS, init_config={}, seed=seed,
+                       max_result_bytes=1 << 20, timeout=10)
+    return sandbox
+
+
+async def test_runs_as_nobody_without_network(pool: SandboxPool) -> None:
+    sandbox = await loaded(pool)
+    assert (await sandbox.call("identity", {}, timeout=5))["data"] == {"uid": 65534, "gid": 65534}
+    assert (await sandbox.call("interfaces", {}, timeout=5))["data"] == ["lo"]
+    assert (await sandbox.call("route_out", {}, timeout=5)) == {"success": False,
+                                                               "error": "Network is unreachable"}
+
+
+async def test_root_filesystem_is_read_only(pool: SandboxPool) -> None:
+    sandbox = await loaded(pool)
+    assert (await sandbox.call("write", {"path": "/opt/envscaler/x"}, timeout=5))["success"] is False
+    assert (await sandbox.call("write", {"path": "/etc/passwd"}, timeout=5))["success"] is False
+    assert (await sandbox.call("write", {"path": "/tmp/scratch"}, timeout=5))["success"] is True
+
+
+async def test_fork_bomb_is_held_by_the_pid_limit(pool: SandboxPool) -> None:
+    sandbox = await loaded(pool)
+    result = await sandbox.call("fork_bomb", {}, timeout=30)
+    assert result["data"]["forked"] < pool.config.pids
+    assert result["data"]["error"] == "Resource temporarily unavailable"
+    assert (await sandbox.call("record", {"label": "after"}, timeout=5))["success"] is True
+
+
+async def test_memory_bomb_is_killed_and_reported(pool: SandboxPool) -> None:
+    sandbox = await loaded(pool)
+    with pytest.raises(SandboxGone, match="out of memory"):
+        await sandbox.call("memory_bomb", {}, timeout=30)
+    assert sandbox.destroyed
+
+
+async def test_endless_loop_hits_the_deadline_and_the_next_sandbox_is_unaffected(pool: SandboxPool) -> None:
+    bystander = await loaded(pool)
+    runaway = await loaded(pool)
+    with pytest.raises(CallTimeout):
+        await runaway.call("spin", {}, timeout=1)
+    assert runaway.destroyed and not await pool.backend.is_running(runaway.handle)
+    assert (await bystander.call("record", {"label": "still here"}, timeout=5))["success"] is True
+    fresh = await loaded(pool)
+    assert (await fresh.call("record", {"label": "new"}, timeout=5))["success"] is True
+
+
+@pytest.mark.parametrize("name", ["_hidden", "__init__", "__class__", "counter", "events", "absent"])
+async def test_only_advertised_tools_are_callable(pool: SandboxPool, name: str) -> None:
+    sandbox = await loaded(pool)
+    with pytest.raises(RuntimeFault) as caught:
+        await sandbox.call(name, {}, timeout=5)
+    assert caught.value.kind == "ToolNotFound"
+
+
+async def test_same_seed_and_calls_give_identical_bytes(pool: SandboxPool) -> None:
+    async def run(seed: int) -> str:
+        sandbox = await loaded(pool, seed)
+        results = [await sandbox.call("record", {"label": f"e{i}"}, timeout=5) for i in range(3)]
+        return json.dumps([results, await sandbox.state(timeout=5)], sort_keys=True)
+
+    first, second, other = await asyncio.gather(run(7), run(7), run(8))
+    assert first == second
+    assert first != other
+
+
+async def test_killed_container_is_noticed_on_the_next_call(pool: SandboxPool, docker_client) -> None:  # type: ignore[no-untyped-def]
+    sandbox = await loaded(pool)
+    docker_client.api.kill(sandbox.id)
+    with pytest.raises(SandboxGone):
+        await sandbox.call("record", {"label": "x"}, timeout=5)
+
+
+async def test_warm_pool_fills_and_refills(docker_config: SandboxConfig) -> None:
+    config = dataclasses.replace(docker_config, pool_size=2)
+    pool = SandboxPool(DockerBackend(config, new_instance()), config)
+    await pool.start()
+    try:
+        for _ in range(100):
+            if pool.stats().ready == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert pool.stats().ready == 2
+        claimed = await pool.claim("s1")
+        assert pool.stats().ready == 1
+        await claimed.ping()
+        for _ in range(100):
+            if pool.stats().ready == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert pool.stats().ready == 2 and pool.stats().live == 3
+    finally:
+        await pool.close()
+    assert await pool.backend.list_own() == []
+
+
+async def test_orphans_of_a_dead_instance_are_reaped(docker_config: SandboxConfig) -> None:
+    dead = DockerBackend(docker_config, new_instance())
+    handle = await dead.create({})
+    # The instance never started its heartbeat, so for everyone else it is dead.
+    assert await dead.is_running(handle)
+    survivor = DockerBackend(docker_config, new_instance())
+    await survivor.start()  # reaps on start-up
+    try:
+        assert not await survivor.is_running(handle)
+        assert await dead.list_own() == []
+    finally:
+        await survivor.close()
