@@ -1,1 +1,42 @@
 """The environment format: manifest and scenario models, catalogue loader, tool schemas from source."""
+
+from envformat.loader import (
+    Catalogue,
+    EnvPackage,
+    FormatError,
+    content_hash,
+    load_catalogue,
+    load_env,
+    sync_manifest,
+)
+from envformat.models import (
+    ChecklistItem,
+    EnvManifest,
+    Operation,
+    Provenance,
+    Scenario,
+    StateEntity,
+    ToolCall,
+)
+from envformat.toolschema import ToolSchemaError, class_names, derive_tools, public_tool_names
+
+__all__ = [
+    "Catalogue",
+    "ChecklistItem",
+    "EnvManifest",
+    "EnvPackage",
+    "FormatError",
+    "Operation",
+    "Provenance",
+    "Scenario",
+    "StateEntity",
+    "ToolCall",
+    "ToolSchemaError",
+    "class_names",
+    "content_hash",
+    "derive_tools",
+    "load_catalogue",
+    "load_env",
+    "public_tool_names",
+    "sync_manifest",
+]

@@ -1,0 +1,111 @@
+"""Pydantic models of the files of an environment folder: ``env.json`` and ``scenarios.jsonl``.
+
+They check shape only; rules across files (hash, tools, check functions, solutions) are the
+loader's.
+Every model forbids unknown keys so a typo in a hand-edited file is an error, not silently dropped.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+ENV_ID_PATTERN = r"^[a-z0-9][a-z0-9_\-]{0,63}$"
+SCENARIO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+CONTENT_HASH_PATTERN = r"^sha256:[0-9a-f]{64}$"
+CLASS_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StateEntity(_Strict):
+    """One entity of the state space, e.g. ``Loan`` with its attributes in prose."""
+
+    entity: str
+    attributes: str
+    description: str
+
+
+class Operation(_Strict):
+    """One operation of the environment; each is implemented by the public method of that name."""
+
+    name: str
+    description: str
+    type: Literal["query", "state_change"]
+
+
+class Provenance(_Strict):
+    """Where an environment came from; ``content_hash`` pins the manifest to the env.py bytes."""
+
+    model: str
+    created: str
+    pipeline_version: str
+    content_hash: str = Field(pattern=CONTENT_HASH_PATTERN)
+
+    @field_validator("created")
+    @classmethod
+    def _iso_date(cls, value: str) -> str:
+        date.fromisoformat(value)  # ValueError becomes a validation error naming the field
+        return value
+
+
+class EnvManifest(_Strict):
+    """``env.json``: what an environment is, its rules and its tools (derived from env.py)."""
+
+    id: str = Field(pattern=ENV_ID_PATTERN)
+    class_name: str = Field(pattern=CLASS_NAME_PATTERN)
+    summary: str
+    introduction: str
+    state_space: list[StateEntity]
+    constraint_rules: list[str]
+    operations: list[Operation]
+    tools: list[dict[str, Any]]
+    provenance: Provenance
+
+
+class ChecklistItem(_Strict):
+    """One independent "Has ..." item and the source of its ``check_func(final_state)``."""
+
+    item: str
+    check_func: str
+
+
+class ToolCall(_Strict):
+    """One call of a reference solution."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Scenario(_Strict):
+    """One line of ``scenarios.jsonl``: an initial state, a task, its checks and a solution.
+
+    ``verified`` says the reference solution was replayed and made every check pass; only a
+    scenario without a solution (e.g. imported from the EnvScaler release) may be unverified.
+    """
+
+    id: str = Field(pattern=SCENARIO_ID_PATTERN)
+    split: Literal["train", "rl", "eval"]
+    task: str
+    init_config: dict[str, Any]
+    checklist: list[ChecklistItem] = Field(min_length=1)
+    solution: list[ToolCall] | None = None
+    verified: bool = True
+
+    @field_validator("task")
+    @classmethod
+    def _not_blank(cls, task: str) -> str:
+        if not task.strip():
+            raise ValueError("must not be blank")
+        return task
+
+    @field_validator("verified")
+    @classmethod
+    def _unverified_only_without_solution(cls, verified: bool, info: ValidationInfo) -> bool:
+        if not verified and info.data.get("solution") is not None:
+            raise ValueError("may be false only when there is no solution")
+        return verified
