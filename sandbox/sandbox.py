@@ -30,7 +30,8 @@ class Sandbox:
     def id(self) -> str:
         return self.handle.id
 
-    async def _request(self, timeout: float, op: str, **fields: Any) -> Any:
+    async def _request(self, timeout: float, op: str, /, **fields: Any) -> Any:
+        # Positional-only: ``check`` sends a field named ``timeout`` (the per-check deadline).
         try:
             return await asyncio.wait_for(self.client.request({"op": op, **fields}), timeout)
         except TimeoutError:

@@ -39,6 +39,11 @@ class SandboxBackend(ABC):
     def __init__(self, instance: str) -> None:
         self.instance = instance
 
+    async def start(self) -> None:
+        """Called once when the service starts, before the first ``create``: start this instance's
+        heartbeat (``sandbox.heartbeat.Heartbeat``) and reap what dead instances left behind.
+        The default does nothing, for backends that need neither."""
+
     @abstractmethod
     async def create(self, labels: dict[str, str]) -> SandboxHandle: ...
 

@@ -7,12 +7,25 @@ Requests are objects with an ``op`` field; replies are ``{"ok": true, "result": 
 Operations (fields beyond ``op``):
 
 - ``ping``                                   -> ``{"pid", "loaded"}``
-- ``load``  ``source, class_name, tools, init_config, seed`` [, ``max_result_bytes``]
+- ``load``  ``source, class_name, tools, init_config, seed``
+            [, ``max_result_bytes``, ``clock_start`` (ISO 8601; default 2025-01-01T09:00:00Z)]
                                               -> ``{"tools": [...]}``
 - ``reset`` [``init_config``, ``seed``]       -> ``{"tools": [...]}``
 - ``call``  ``name, arguments``               -> the tool's JSON-safe result
 - ``state``                                   -> the public attributes of the instance
 - ``check`` ``checks`` [, ``timeout``]        -> ``[{"passed": bool, "error": str | null}]``
+
+Error types (``error.type``), all stable:
+
+- ``BadRequest``: malformed message, unknown op, missing/unexpected/mistyped field
+- ``NotLoaded``: an environment operation before a successful ``load``
+- ``LoadError``: the source does not compile or run, the class is missing or does not
+  instantiate, an advertised tool is not a public method of the class
+- ``ToolNotFound``: ``call`` of a name that is not an advertised tool
+- ``ArgumentError``: the arguments do not bind to the tool's signature (the tool did not run)
+- ``ToolException``: the tool raised; the message is ``"<ExcType>: <message>"``
+- ``ResultTooLarge``: the encoded result exceeds ``max_result_bytes`` (or a reply the frame limit)
+- ``RuntimeError``: a fault of the runtime itself
 """
 
 from __future__ import annotations
@@ -30,8 +43,15 @@ class ProtocolError(Exception):
     """A peer sent bytes that are not a well-formed message."""
 
 
+class FramingError(ProtocolError):
+    """The byte stream lost its framing (bad length, cut-off body): the connection is unusable."""
+
+
 def encode(message: Any) -> bytes:
-    body = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    """Frame ``message``. Lone surrogates (valid JSON escapes such as ``"\\ud800"``) travel as
+    ``surrogatepass`` bytes, which ``json.loads`` on bytes decodes back, instead of failing here."""
+    body = json.dumps(message, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8", "surrogatepass")
     if len(body) > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"message of {len(body)} bytes exceeds {MAX_MESSAGE_BYTES}")
     return HEADER.pack(len(body)) + body
@@ -40,14 +60,14 @@ def encode(message: Any) -> bytes:
 def decode_length(header: bytes) -> int:
     (length,) = HEADER.unpack(header)
     if length > MAX_MESSAGE_BYTES:
-        raise ProtocolError(f"message of {length} bytes exceeds {MAX_MESSAGE_BYTES}")
+        raise FramingError(f"message of {length} bytes exceeds {MAX_MESSAGE_BYTES}")
     return length
 
 
 def decode_body(body: bytes) -> Any:
     try:
         return json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the limit
         raise ProtocolError(f"message is not JSON: {exc}") from exc
 
 
@@ -68,7 +88,7 @@ def recv_message(sock: socket.socket) -> Any | None:
         return None
     body = _recv_exactly(sock, decode_length(header))
     if body is None:
-        raise ProtocolError("connection closed in the middle of a message")
+        raise FramingError("connection closed in the middle of a message")
     return decode_body(body)
 
 

@@ -1,0 +1,260 @@
+"""Holds one environment instance and performs the runtime's operations on it.
+
+EnvScaler semantics (ENVSCALER.md §2-§3): the source is executed into a fresh module, the class
+is built with ``cls(init_config)`` (or ``cls()`` when its constructor takes no positional
+argument), then every top-level key of ``init_config`` is set as an attribute; the state is the
+instance's public attributes. Unlike EnvScaler, only the advertised tools are callable, arguments
+are bound before anything runs, and a tool's exception is a result, not the end of the session.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import sys
+import traceback
+import types
+from typing import Any
+
+from sandbox.runtime.check_driver import describe_exception
+from sandbox.runtime.checks import run_checks
+from sandbox.runtime.determinism import DEFAULT_START, Determinism, parse_instant
+from sandbox.runtime.jsonsafe import dumps, to_json_safe
+
+ENV_FILENAME = "env.py"
+MODULE_NAME = "envscaler_env"
+DEFAULT_MAX_RESULT_BYTES = 1_048_576
+MAX_CHECK_TIMEOUT = 300.0
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+               inspect.Parameter.VAR_POSITIONAL)
+_MISSING = object()
+
+
+class OperationError(Exception):
+    """An operation failed in a way the caller should know by name (``kind`` is the wire type)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+@dataclasses.dataclass(frozen=True)
+class _Blueprint:
+    """Everything needed to build the instance again, for ``reset``."""
+
+    cls: type
+    source_lines: list[str]
+    tools: dict[str, types.FunctionType]
+    init_config: dict[str, Any]
+    seed: int
+    start_ns: int
+    max_result_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Environment:
+    blueprint: _Blueprint
+    instance: Any
+    initial_state: str  # JSON text of the state right after instantiation
+
+
+class EnvHost:
+    def __init__(self, determinism: Determinism) -> None:
+        self._determinism = determinism
+        self._env: _Environment | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._env is not None
+
+    def load(self, source: str, class_name: str, tools: list[str], init_config: dict[str, Any],
+             seed: int, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+             clock_start: str | None = None) -> dict[str, Any]:
+        _require_strings("tools", tools)
+        if max_result_bytes <= 0:
+            raise OperationError("BadRequest", "max_result_bytes must be positive")
+        start_ns = _parse_clock_start(clock_start)
+        self._env = None
+        self._determinism.reseed(seed, start_ns)  # module-level code sees seeded randomness too
+        source_lines = source.splitlines()
+        cls = _find_class(_execute(source, source_lines), class_name)
+        blueprint = _Blueprint(cls, source_lines, _tool_functions(cls, tools), init_config, seed,
+                               start_ns, max_result_bytes)
+        self._env = self._build(blueprint)
+        return {"tools": list(blueprint.tools)}
+
+    def reset(self, init_config: dict[str, Any] | None = None,
+              seed: int | None = None) -> dict[str, Any]:
+        """A new instance from the loaded class; ``None`` keeps the previous value. When the new
+        instance cannot be built the host is left unloaded rather than half reset."""
+        blueprint = self._require().blueprint
+        blueprint = dataclasses.replace(
+            blueprint,
+            init_config=blueprint.init_config if init_config is None else init_config,
+            seed=blueprint.seed if seed is None else seed)
+        self._env = None
+        self._env = self._build(blueprint)
+        return {"tools": list(blueprint.tools)}
+
+    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Run one advertised tool. Arguments are bound first, so a call that does not fit the
+        signature leaves no trace at all (not even on the clock, which moves only when a tool
+        runs)."""
+        env = self._require()
+        function = env.blueprint.tools.get(name)
+        if function is None:
+            raise OperationError("ToolNotFound",
+                                 f"{name!r} is not a tool of {env.blueprint.cls.__name__}")
+        method = types.MethodType(function, env.instance)
+        try:
+            inspect.signature(method).bind(**arguments)
+        except TypeError as exc:
+            raise OperationError("ArgumentError", f"{name}: {exc}") from None
+        self._determinism.clock.advance_call()
+        try:
+            result = method(**arguments)
+        except BaseException as exc:  # noqa: BLE001 - env code's SystemExit is a tool error too
+            raise OperationError("ToolException",
+                                 _describe_in_source(exc, env.blueprint.source_lines)) from None
+        return _bounded_result(name, result, env.blueprint.max_result_bytes)
+
+    def state(self) -> dict[str, Any]:
+        return _state(self._require().instance)
+
+    def check(self, checks: list[str], timeout: float = 2.0) -> list[dict[str, Any]]:
+        env = self._require()
+        _require_strings("checks", checks)
+        if not 0 < timeout <= MAX_CHECK_TIMEOUT:
+            raise OperationError("BadRequest", f"timeout must be in (0, {MAX_CHECK_TIMEOUT:g}] s")
+        return run_checks(checks, env.initial_state, dumps(_state(env.instance)), timeout)
+
+    def _require(self) -> _Environment:
+        if self._env is None:
+            raise OperationError("NotLoaded", "no environment is loaded; send load first")
+        return self._env
+
+    def _build(self, blueprint: _Blueprint) -> _Environment:
+        self._determinism.reseed(blueprint.seed, blueprint.start_ns)
+        instance = _instantiate(blueprint)
+        try:
+            initial_state = dumps(_state(instance))
+        except Exception as exc:  # noqa: BLE001 - e.g. a class without __dict__
+            raise OperationError("LoadError", f"reading the state of {blueprint.cls.__name__} "
+                                 f"failed: {describe_exception(exc)}") from None
+        return _Environment(blueprint, instance, initial_state)
+
+
+def _execute(source: str, source_lines: list[str]) -> types.ModuleType:
+    """Run the source as module ``envscaler_env``. It stays in ``sys.modules`` (replaced by the
+    next load) because dataclasses, TypedDict and ``typing.get_type_hints`` look classes' modules
+    up there, at definition time and later."""
+    module = types.ModuleType(MODULE_NAME)
+    module.__file__ = ENV_FILENAME
+    sys.modules[MODULE_NAME] = module
+    try:
+        exec(compile(source, ENV_FILENAME, "exec"), module.__dict__)  # noqa: S102 - the purpose
+    except BaseException as exc:  # noqa: BLE001 - whatever module-level code raises
+        del sys.modules[MODULE_NAME]
+        raise OperationError("LoadError", _describe_in_source(exc, source_lines)) from None
+    return module
+
+
+def _find_class(module: types.ModuleType, class_name: str) -> type:
+    cls = getattr(module, class_name, None)
+    if not isinstance(cls, type):
+        found = "is not defined" if cls is None else f"is a {type(cls).__name__}, not a class"
+        raise OperationError("LoadError", f"{class_name!r} {found} in the source")
+    return cls
+
+
+def _tool_functions(cls: type, tools: list[str]) -> dict[str, types.FunctionType]:
+    """The advertised tools, each a public plain function defined on the class (or a base).
+
+    Looked up on the class, never on an instance, so init_config keys, properties and class
+    attributes that happen to share a tool's name cannot stand in for it."""
+    functions = {}
+    for name in tools:
+        if name.startswith("_"):
+            raise OperationError("LoadError", f"tool {name!r} is private: names starting with _ "
+                                 "are not tools")
+        attribute = _class_attribute(cls, name)
+        if attribute is _MISSING:
+            raise OperationError("LoadError", f"tool {name!r} is not defined by {cls.__name__}")
+        if not inspect.isfunction(attribute):
+            raise OperationError("LoadError", f"tool {name!r} of {cls.__name__} is a "
+                                 f"{type(attribute).__name__}, not a method")
+        functions[name] = attribute
+    return functions
+
+
+def _class_attribute(cls: type, name: str) -> Any:
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name]
+    return _MISSING
+
+
+def _instantiate(blueprint: _Blueprint) -> Any:
+    """As EnvScaler: the same config object goes to the constructor and into the attributes."""
+    cls = blueprint.cls
+    init_config = copy.deepcopy(blueprint.init_config)
+    try:
+        instance = cls(init_config) if _takes_positional(cls) else cls()
+        for key, value in init_config.items():
+            setattr(instance, key, value)
+    except BaseException as exc:  # noqa: BLE001 - whatever the constructor raises
+        raise OperationError("LoadError", f"instantiating {cls.__name__} raised "
+                             f"{_describe_in_source(exc, blueprint.source_lines)}") from None
+    return instance
+
+
+def _takes_positional(cls: type) -> bool:
+    try:
+        parameters = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):  # no introspectable signature: pass init_config as EnvScaler
+        return True
+    return any(parameter.kind in _POSITIONAL for parameter in parameters)
+
+
+def _state(instance: Any) -> dict[str, Any]:
+    return to_json_safe({name: value for name, value in vars(instance).items()
+                         if not name.startswith("_")})
+
+
+def _bounded_result(name: str, result: Any, max_bytes: int) -> Any:
+    try:
+        safe = to_json_safe(result)
+        size = len(dumps(safe).encode())
+    except MemoryError:
+        raise OperationError("ResultTooLarge", f"{name} returned a result too large to convert "
+                             "to JSON") from None
+    if size > max_bytes:
+        raise OperationError("ResultTooLarge", f"{name} returned {size} bytes of JSON; the limit "
+                             f"is {max_bytes} bytes")
+    return safe
+
+
+def _describe_in_source(exc: BaseException, source_lines: list[str]) -> str:
+    """``describe_exception`` plus the innermost line of the environment source that was running."""
+    description = describe_exception(exc)
+    line_numbers = [line for frame, line in traceback.walk_tb(exc.__traceback__)
+                    if frame.f_code.co_filename == ENV_FILENAME and line]
+    if not line_numbers or line_numbers[-1] > len(source_lines):
+        return description
+    line = line_numbers[-1]
+    return f"{description} ({ENV_FILENAME} line {line}: {source_lines[line - 1].strip()})"
+
+
+def _parse_clock_start(clock_start: str | None) -> int:
+    try:
+        return parse_instant(DEFAULT_START if clock_start is None else clock_start)
+    except ValueError:
+        raise OperationError("BadRequest", f"clock_start {clock_start!r} is not an ISO 8601 "
+                             "date-time") from None
+
+
+def _require_strings(field: str, values: list[Any]) -> None:
+    if not all(isinstance(value, str) for value in values):
+        raise OperationError("BadRequest", f"{field} must be a list of strings")

@@ -1,0 +1,144 @@
+"""JSON-safe conversion: every value becomes plain JSON, the same way every time, without failing."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import json
+import uuid
+from collections import OrderedDict, deque, namedtuple
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from sandbox.runtime.jsonsafe import MAX_DEPTH, dumps, to_json_safe
+
+
+class Color(enum.Enum):
+    RED = "red"
+    NESTED = ("a", 1)
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    tags: set[str]
+
+
+class Opaque:
+    pass
+
+
+class BrokenRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no")
+
+
+class SneakyStr(str):
+    def __str__(self) -> str:
+        return "changed"
+
+
+Pair = namedtuple("Pair", "left right")
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, None), (True, True), (3, 3), (2.5, 2.5), ("é", "é"),
+    (float("nan"), None), (float("inf"), None), (float("-inf"), None),
+    ((1, (2, 3)), [1, [2, 3]]), (deque([1, 2]), [1, 2]), (Pair(1, 2), [1, 2]),
+    ({3, 1, 2}, [1, 2, 3]), (frozenset({"b", "a"}), ["a", "b"]),
+    ({1: "a", None: "b", (1, 2): "c", False: "d"}, {"1": "a", "null": "b", "[1,2]": "c",
+                                                   "false": "d"}),
+    (datetime.datetime(2025, 1, 2, 3, 4, 5), "2025-01-02T03:04:05"),
+    (datetime.datetime(2025, 1, 2, tzinfo=datetime.UTC), "2025-01-02T00:00:00+00:00"),
+    (datetime.date(2025, 1, 2), "2025-01-02"), (datetime.time(9, 30), "09:30:00"),
+    (uuid.UUID(int=1), "00000000-0000-0000-0000-000000000001"),
+    (Decimal("10.10"), 10.1), (Decimal("0.1"), 0.1),
+    (Decimal("3.14159265358979323846264338327950288"), "3.14159265358979323846264338327950288"),
+    (Decimal("NaN"), None), (Decimal("1e400"), "1E+400"),
+    (Color.RED, "red"), (Color.NESTED, ["a", 1]), (Level.HIGH, 3),
+    (Point(1, {"b", "a"}), {"x": 1, "tags": ["a", "b"]}),
+    (b"ok\xff", "ok\ufffd"), (bytearray(b"x"), "x"),
+    ("a\ud800b", "a\ufffdb"),
+    (SneakyStr("kept"), "kept"),
+    (OrderedDict([("b", 1), ("a", 2)]), {"b": 1, "a": 2}),
+    (MappingProxyType({"k": 1}), {"k": 1}),
+])
+def test_conversions(value: Any, expected: Any) -> None:
+    converted = to_json_safe(value)
+    assert converted == expected
+    assert type(converted) is type(expected)
+    dumps(converted)  # always encodable, NaN included
+
+
+def test_bool_keys_collide_like_json_and_the_last_wins() -> None:
+    assert to_json_safe({True: "x", "true": "y"}) == {"true": "y"}
+
+
+def test_mixed_sets_sort_by_json_text() -> None:
+    assert to_json_safe({"b", 2, (1, "a")}) == ["b", 2, [1, "a"]]  # '"' < '2' < '['
+
+
+
+def test_other_objects_are_reprs_without_addresses() -> None:
+    text = to_json_safe(Opaque())
+    assert text.startswith("<") and "Opaque object>" in text
+    assert "0x" not in text
+
+
+def test_a_broken_repr_gives_a_marker() -> None:
+    assert to_json_safe(BrokenRepr()) == "<unrepresentable BrokenRepr: RuntimeError>"
+
+
+def test_cycles_are_marked_not_followed() -> None:
+    looping: dict[str, Any] = {"name": "root"}
+    looping["self"] = looping
+    listing: list[Any] = [1]
+    listing.append(listing)
+    assert to_json_safe(looping) == {"name": "root", "self": "<cycle: dict>"}
+    assert to_json_safe(listing) == [1, "<cycle: list>"]
+
+
+def test_shared_references_are_not_cycles() -> None:
+    shared = {"v": 1}
+    assert to_json_safe([shared, shared]) == [{"v": 1}, {"v": 1}]
+
+
+def test_depth_is_bounded() -> None:
+    deep: list[Any] = []
+    current = deep
+    for _ in range(MAX_DEPTH + 50):
+        current.append([])
+        current = current[0]
+    converted = to_json_safe(deep)
+    depth = 0
+    while isinstance(converted, list):
+        converted = converted[0]
+        depth += 1
+    assert depth == MAX_DEPTH
+    assert converted == "<max depth reached: list>"
+    json.dumps(to_json_safe(deep))
+
+
+def test_ints_too_long_for_str_become_markers() -> None:
+    huge = 10 ** 5000
+    assert to_json_safe(huge) == f"<int of {huge.bit_length()} bits>"
+    assert to_json_safe(10 ** 300) == 10 ** 300
+
+
+def test_conversion_is_deterministic_and_leaves_the_input_alone() -> None:
+    value = {"s": {3, 2, 1}, "t": (1, 2), "d": {"k": [datetime.date(2020, 1, 1)]}}
+    first, second = dumps(to_json_safe(value)), dumps(to_json_safe(value))
+    assert first == second == '{"s":[1,2,3],"t":[1,2],"d":{"k":["2020-01-01"]}}'
+    assert value["s"] == {1, 2, 3} and value["t"] == (1, 2)
+
+
+def test_dumps_is_compact_and_keeps_non_ascii() -> None:
+    assert dumps({"a": [1, "é"]}) == '{"a":[1,"é"]}'
