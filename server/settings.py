@@ -41,10 +41,17 @@ class Settings(BaseSettings):
     sandbox_create_rate: float = Field(20.0, gt=0)
 
     call_timeout: float = Field(5.0, gt=0)
+    load_timeout: float = Field(10.0, gt=0, description="seconds to load or reset an environment in a sandbox")
+    session_lock_wait: float = Field(15.0, gt=0, description="longest wait for a busy session (then 503)")
     check_timeout: float = Field(2.0, gt=0)
     max_result_bytes: int = Field(1_048_576, ge=1024)
     session_ttl: float = Field(900.0, gt=0, description="idle seconds before a session's sandbox is killed")
     record_ttl: float = Field(86_400.0, gt=0, description="seconds a session's record outlives its sandbox")
+
+    @field_validator("redis_url", "sandbox_image", "sandbox_runtime", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
 
     @field_validator("api_keys", mode="before")
     @classmethod
