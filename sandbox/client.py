@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from sandbox.errors import RuntimeFault, SandboxGone
@@ -55,3 +56,28 @@ class RuntimeClient:
         if self._writer is not None:
             self._writer.close()
         self._reader = self._writer = None
+
+
+async def wait_for_runtime(socket_path: str, timeout: float, exited: Callable[[], str | None],
+                           poll: float = 0.005) -> None:
+    """Return once the runtime at ``socket_path`` answers ``ping``.
+
+    The socket file appears before the runtime listens, so refused connections are retried.
+    ``exited`` tells why the sandbox died while starting (None while it runs), to fail fast.
+    Raises ``TimeoutError`` or ``SandboxGone``.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    client = RuntimeClient(socket_path)
+    try:
+        while (remaining := deadline - loop.time()) > 0:
+            if (reason := exited()) is not None:
+                raise SandboxGone(f"sandbox runtime exited while starting: {reason}")
+            try:
+                await asyncio.wait_for(client.request({"op": "ping"}), remaining)
+                return
+            except (SandboxGone, TimeoutError):
+                await asyncio.sleep(poll)
+    finally:
+        client.close()
+    raise TimeoutError(f"sandbox runtime did not answer ping within {timeout:g} s")

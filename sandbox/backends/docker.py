@@ -11,15 +11,15 @@ import asyncio
 import logging
 import secrets
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 import docker
 from docker.errors import APIError, DockerException, NotFound
+from requests.exceptions import ReadTimeout
 
 from sandbox.backends.base import SandboxBackend, SandboxHandle
-from sandbox.client import RuntimeClient
+from sandbox.client import wait_for_runtime
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxGone, SandboxUnavailable
 from sandbox.heartbeat import Heartbeat
@@ -28,8 +28,12 @@ log = logging.getLogger("envscaler.sandbox.docker")
 
 MANAGED = "envscaler.managed"
 INSTANCE = "envscaler.instance"
+# Liveness is judged from heartbeat files under the socket root, so an instance may only judge
+# (and reap) sandboxes created under the same socket root.
+SOCKET_ROOT = "envscaler.socket-root"
 SOCKET_IN_CONTAINER = "/run/envscaler"
 REAP_INTERVAL = 30.0
+DIAGNOSE_WAIT = 2.0
 
 
 class DockerBackend(SandboxBackend):
@@ -72,12 +76,12 @@ class DockerBackend(SandboxBackend):
         host_config = self.client.api.create_host_config(
             network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
             mem_limit=cfg.memory, memswap_limit=cfg.memory, nano_cpus=int(cfg.cpus * 1e9),
-            pids_limit=cfg.pids, ipc_mode="none", runtime=cfg.docker_runtime,
+            pids_limit=cfg.pids, ipc_mode="none", runtime=cfg.docker_runtime, init=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_size}"},
             binds={str(directory): {"bind": SOCKET_IN_CONTAINER, "mode": "rw"}},
         )
         all_labels = {**cfg.labels, **labels, MANAGED: "1", INSTANCE: self.instance,
-                      "envscaler.sandbox": sandbox_id}
+                      SOCKET_ROOT: str(cfg.socket_root), "envscaler.sandbox": sandbox_id}
         return {"image": cfg.image, "name": f"envscaler-{self.instance}-{sandbox_id}", "labels": all_labels,
                 "host_config": host_config, "user": "65534:65534", "network_disabled": True}
 
@@ -94,7 +98,7 @@ class DockerBackend(SandboxBackend):
             container_id = await asyncio.to_thread(self._create_and_start, sandbox_id, directory, labels)
             handle = SandboxHandle(id=container_id, socket_path=str(directory / "runtime.sock"),
                                    backend=self.name, instance=self.instance)
-            await self._wait_until_ready(handle)
+            await wait_for_runtime(handle.socket_path, self.config.start_timeout, lambda: None)
             return handle
         except BaseException as exc:
             reason = await self._logs_tail(container_id) if container_id else ""
@@ -109,19 +113,6 @@ class DockerBackend(SandboxBackend):
         container = self.client.api.create_container(**self._container_spec(sandbox_id, directory, labels))
         self.client.api.start(container["Id"])
         return container["Id"]
-
-    async def _wait_until_ready(self, handle: SandboxHandle) -> None:
-        deadline = time.monotonic() + self.config.start_timeout
-        socket_path = Path(handle.socket_path)
-        while not socket_path.exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no runtime socket after {self.config.start_timeout:g} s")
-            await asyncio.sleep(0.005)
-        client = RuntimeClient(handle.socket_path)
-        try:
-            await asyncio.wait_for(client.request({"op": "ping"}), max(deadline - time.monotonic(), 0.1))
-        finally:
-            client.close()
 
     async def _logs_tail(self, container_id: str) -> str:
         def tail() -> str:
@@ -157,7 +148,18 @@ class DockerBackend(SandboxBackend):
         return await asyncio.to_thread(inspect)
 
     async def diagnose(self, handle: SandboxHandle) -> str:
-        state = await self._state(handle.id)
+        """Why the runtime died. The container (docker-init as PID 1) stops a moment after it."""
+        def settled_state() -> dict[str, Any] | None:
+            try:
+                self.client.api.wait(handle.id, timeout=DIAGNOSE_WAIT)
+            except (ConnectionError, DockerException, ReadTimeout):
+                pass
+            try:
+                return self.client.api.inspect_container(handle.id)["State"]
+            except NotFound:
+                return None
+
+        state = await asyncio.to_thread(settled_state)
         if state is None:
             return "container is gone"
         if state.get("OOMKilled"):
@@ -167,7 +169,7 @@ class DockerBackend(SandboxBackend):
         return ""
 
     async def _list(self, *label_filters: str) -> list[dict[str, Any]]:
-        filters = {"label": [MANAGED + "=1", *label_filters]}
+        filters = {"label": [f"{MANAGED}=1", f"{SOCKET_ROOT}={self.config.socket_root}", *label_filters]}
         return await asyncio.to_thread(self.client.api.containers, all=True, filters=filters)
 
     def _handle(self, container: dict[str, Any]) -> SandboxHandle:

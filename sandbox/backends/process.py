@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.backends.base import SandboxBackend, SandboxHandle
-from sandbox.client import RuntimeClient
+from sandbox.client import wait_for_runtime
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxGone, SandboxUnavailable
 from sandbox.heartbeat import Heartbeat
@@ -141,24 +141,16 @@ class ProcessBackend(SandboxBackend):
         return handle
 
     async def _wait_ready(self, handle: SandboxHandle, process: subprocess.Popen[bytes]) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.start_timeout
-        client = RuntimeClient(handle.socket_path)
+        def exited() -> str | None:
+            if process.poll() is None:
+                return None
+            return f"status {process.returncode}: {self._stderr_tail(handle)}"
+
         try:
-            while (remaining := deadline - loop.time()) > 0:
-                if process.poll() is not None:
-                    raise SandboxUnavailable(f"sandbox runtime exited with status "
-                                             f"{process.returncode} while starting: "
-                                             f"{self._stderr_tail(handle)}")
-                try:
-                    await asyncio.wait_for(client.request({"op": "ping"}), remaining)
-                    return
-                except (SandboxGone, TimeoutError):
-                    await asyncio.sleep(_READY_POLL_SECONDS)
-        finally:
-            client.close()
-        raise SandboxUnavailable(f"sandbox runtime did not answer ping within "
-                                 f"{self.config.start_timeout:g} s: {self._stderr_tail(handle)}")
+            await wait_for_runtime(handle.socket_path, self.config.start_timeout, exited,
+                                   poll=_READY_POLL_SECONDS)
+        except (SandboxGone, TimeoutError) as exc:
+            raise SandboxUnavailable(f"{exc}: {self._stderr_tail(handle)}") from exc
 
     def _stderr_tail(self, handle: SandboxHandle) -> str:
         try:
