@@ -1,0 +1,146 @@
+"""The FastAPI application: ``create_app(settings)``.
+
+The lifespan connects Redis (``settings.redis_url``; the command line starts an embedded Redis when
+it is unset), loads the catalogue once, makes the sandbox backend and its warm pool, and starts
+the idle-session expiry task. On shutdown it stops them and closes the pool, which kills this
+instance's sandboxes; the sessions stay in Redis and are rebuilt by replay wherever they are
+used next.
+
+Log lines are key=value (``session=... env=... tool=... ms=...``) under loggers ``envscaler.*``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import redis.asyncio as aioredis
+from fastapi import FastAPI
+
+from sandbox.backends import make_backend
+from sandbox.pool import SandboxPool
+from server import errors
+from server.auth import Authenticator
+from server.catalogue import ServedCatalogue
+from server.metrics import Metrics
+from server.routes import envs, health, sessions
+from server.sessions import SessionService
+from server.settings import Settings
+
+log = logging.getLogger("envscaler.server")
+
+DESCRIPTION = """\
+Synthesized tool environments (EnvScaler) served from per-session sandboxes.
+
+Create a session from a scenario, call its tools, read its state and trajectory, reset it, and
+validate it (reward = passed checks / total). Sessions live in Redis: any gateway serves any
+session, and a session whose sandbox died is rebuilt by deterministic replay.
+
+Every error answers `{"ok": false, "error": {"type", "message", "field"?}}` with a stable `type`.
+Authenticate with `Authorization: Bearer <API key>`; a session's agent token may only list and
+call that session's tools.
+"""
+
+
+def configure_logging(level: str) -> None:
+    """Key=value lines on stderr for ``envscaler.*``, unless the host configured logging."""
+    logger = logging.getLogger("envscaler")
+    logger.setLevel(level.upper())
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s level=%(levelname)s logger=%(name)s %(message)s")
+        )
+        logger.addHandler(handler)
+
+
+async def _sandbox_image(settings: Settings) -> str:
+    if settings.sandbox_image:
+        return settings.sandbox_image
+    if settings.sandbox_backend != "docker":
+        return ""
+    import docker
+
+    from sandbox.image import ensure_image
+
+    def build() -> str:
+        return ensure_image(docker.from_env(), settings.sandbox_base_image)
+
+    return await asyncio.to_thread(build)
+
+
+def create_app(
+    settings: Settings | None = None, sandbox_labels: dict[str, str] | None = None
+) -> FastAPI:
+    """The gateway; ``sandbox_labels`` go on every sandbox it creates (e.g. a test run's id)."""
+    settings = settings or Settings()
+    configure_logging(settings.log_level)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not settings.redis_url:
+            raise RuntimeError(
+                "ENVSCALER_REDIS_URL is not set (the command line starts an embedded Redis)"
+            )
+        redis = aioredis.Redis.from_url(
+            settings.redis_url,
+            decode_responses=True,
+            socket_connect_timeout=5,
+            socket_timeout=30,
+            health_check_interval=30,
+        )
+        pool: SandboxPool | None = None
+        service: SessionService | None = None
+        try:
+            await redis.ping()
+            catalogue = await asyncio.to_thread(ServedCatalogue, settings.catalogue)
+            image = await _sandbox_image(settings)
+            sandbox_config = settings.sandbox_config(image=image, labels=sandbox_labels)
+            backend = make_backend(sandbox_config, settings.instance)
+            pool = SandboxPool(backend, sandbox_config)
+            await pool.start()
+            metrics: Metrics = app.state.metrics
+            metrics.watch_pool(pool.stats)
+            service = SessionService(settings, redis, catalogue, pool, backend, metrics)
+            app.state.redis, app.state.catalogue = redis, catalogue
+            app.state.backend, app.state.pool, app.state.service = backend, pool, service
+            service.start()
+            log.info(
+                "gateway started instance=%s backend=%s isolation=%s envs=%d pool_size=%d auth=%s",
+                settings.instance,
+                backend.name,
+                backend.isolation,
+                len(catalogue.envs),
+                settings.pool_size,
+                "open (no API keys: loopback only)" if app.state.auth.open else "api-keys",
+            )
+            yield
+        finally:
+            if service is not None:
+                await service.close()
+            if pool is not None:
+                await pool.close()
+            await redis.aclose()
+            log.info("gateway stopped instance=%s", settings.instance)
+
+    app = FastAPI(
+        title="EnvScaler gateway",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        openapi_tags=[
+            {"name": "sessions", "description": "Sessions and tool calls"},
+            {"name": "environments", "description": "The catalogue"},
+            {"name": "health", "description": "Liveness, readiness, metrics"},
+        ],
+    )
+    app.state.settings = settings
+    app.state.auth = Authenticator(settings.api_keys)
+    app.state.metrics = Metrics()
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(envs.router)
+    app.include_router(sessions.router)
+    return app

@@ -1,0 +1,158 @@
+"""The catalogue as the gateway serves it: loaded once, tool-argument validators compiled once.
+
+Environments whose files do not load are logged (one line per `FormatError`) and left out; the
+rest are served. Nothing here imports or executes environment code: the loader reads files and
+the manifests' tool schemas, and the code itself only ever runs inside a sandbox.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+from envformat.loader import load_catalogue
+from server.errors import invalid_arguments, not_found
+
+log = logging.getLogger("envscaler.server.catalogue")
+
+
+@dataclass
+class ServedEnv:
+    """One environment with what the hot path needs precomputed."""
+
+    package: Any  # envformat.loader.EnvPackage
+    tools: list[dict[str, Any]]  # OpenAI function schemas, as in env.json
+    tool_names: list[str]
+    validators: dict[str, Draft202012Validator] = field(default_factory=dict)
+    scenarios_by_id: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.package.manifest.id
+
+    @property
+    def manifest(self) -> Any:
+        return self.package.manifest
+
+    @property
+    def source(self) -> str:
+        return self.package.source
+
+    @property
+    def class_name(self) -> str:
+        return self.package.manifest.class_name
+
+    @property
+    def scenarios(self) -> tuple[Any, ...]:
+        return self.package.scenarios
+
+    def scenario(self, scenario_id: str) -> Any:
+        scenario = self.scenarios_by_id.get(scenario_id)
+        if scenario is not None:
+            return scenario
+        raise not_found(
+            "UnknownScenario", f"environment {self.id!r} has no scenario {scenario_id!r}"
+        )
+
+
+def _tool_name(schema: dict[str, Any]) -> str:
+    function = schema.get("function", schema)
+    return str(function["name"])
+
+
+def _parameters(schema: dict[str, Any]) -> dict[str, Any]:
+    function = schema.get("function", schema)
+    parameters = function.get("parameters") or {"type": "object", "properties": {}}
+    return parameters
+
+
+class ServedCatalogue:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        catalogue = load_catalogue(root)
+        for error in getattr(catalogue, "errors", ()) or ():
+            log.error("catalogue error root=%s error=%s", root, error)
+        self.envs: dict[str, ServedEnv] = {}
+        for env_id, package in sorted(catalogue.envs.items()):
+            tools = list(package.manifest.tools)
+            served = ServedEnv(
+                package=package,
+                tools=tools,
+                tool_names=[_tool_name(t) for t in tools],
+                scenarios_by_id={s.id: s for s in package.scenarios},
+            )
+            for schema in tools:
+                name = _tool_name(schema)
+                try:
+                    parameters = _parameters(schema)
+                    Draft202012Validator.check_schema(parameters)
+                    served.validators[name] = Draft202012Validator(parameters)
+                except Exception as exc:  # noqa: BLE001 - a bad schema must not stop the service
+                    log.error("tool schema rejected env=%s tool=%s error=%s", env_id, name, exc)
+            self.envs[env_id] = served
+        log.info(
+            "catalogue loaded root=%s envs=%d errors=%d",
+            root,
+            len(self.envs),
+            len(getattr(catalogue, "errors", ()) or ()),
+        )
+
+    def env(self, env_id: str) -> ServedEnv:
+        try:
+            return self.envs[env_id]
+        except KeyError:
+            raise not_found("UnknownEnv", f"no environment {env_id!r} in the catalogue") from None
+
+    def validate_arguments(self, env: ServedEnv, tool: str, arguments: Any) -> None:
+        """Raise 404 ``UnknownTool`` or 422 ``InvalidArguments`` (naming the field)."""
+        validator = env.validators.get(tool)
+        if validator is None:
+            if (
+                tool in env.tool_names
+            ):  # its schema was rejected at load time: let the runtime judge
+                if not isinstance(arguments, dict):
+                    raise invalid_arguments("arguments must be a JSON object", field="arguments")
+                return
+            raise not_found("UnknownTool", f"environment {env.id!r} has no tool {tool!r}")
+        if not isinstance(arguments, dict):
+            raise invalid_arguments(
+                f"arguments must be a JSON object, not {type(arguments).__name__}",
+                field="arguments",
+            )
+        error = best_match(validator.iter_errors(arguments))
+        if error is not None:
+            field_path, reason = describe(error)
+            raise invalid_arguments(
+                f"{field_path}: {reason}" if field_path else reason, field=field_path or None
+            )
+
+
+def describe(error: ValidationError) -> tuple[str, str]:
+    """The field to blame (dotted path; array items by index) and why, in jsonschema's words."""
+    path = [str(part) for part in error.absolute_path]
+    reason = error.message
+    if error.validator == "required" and isinstance(error.instance, dict):
+        missing = [name for name in error.validator_value if name not in error.instance]
+        if missing:
+            path.append(missing[0])
+            reason = (
+                "is a required property"
+                if len(missing) == 1
+                else f"is a required property (also missing: {', '.join(missing[1:])})"
+            )
+    elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set((error.schema or {}).get("properties", {}))
+        extra = sorted(name for name in error.instance if name not in allowed)
+        if extra:
+            path.append(extra[0])
+            reason = (
+                "is not a parameter of this tool"
+                if len(extra) == 1
+                else f"is not a parameter of this tool (nor are: {', '.join(extra[1:])})"
+            )
+    return ".".join(path), reason

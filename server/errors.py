@@ -1,0 +1,176 @@
+"""API errors: one exception type, one JSON shape, one stable ``type`` per failure.
+
+Every error answer of the gateway has the shape::
+
+    {"ok": false, "error": {"type": "UnknownSession", "message": "...", "field": "..."}}
+
+``field`` appears only when one input field is to blame (a JSON path such as ``member_id`` or
+``body.init_config``). Types and statuses:
+
+=====================  ======  ===========================================================
+type                   status  meaning
+=====================  ======  ===========================================================
+UnknownEnv             404     no environment of that id in the catalogue
+UnknownScenario        404     no scenario of that id in the environment
+UnknownSession         404     no session of that id (or its record has expired)
+UnknownTool            404     the session's environment has no tool of that name
+InvalidArguments       422     tool arguments do not match the tool's JSON schema
+InvalidRequest         422     the request body, path or query is malformed
+Unauthorized           401     no valid API key or agent token
+Forbidden              403     the token may not do this (agent tokens: own session's tools)
+SessionClosed          409     the session was deleted
+NoChecklist            409     the session's scenario has no check functions to validate
+SessionExpired         410     the session was idle longer than the session TTL
+CapacityExhausted      429     every sandbox slot is taken (``Retry-After``)
+CapacityExhausted      503     sandboxes cannot be created now (rate limit; ``Retry-After``)
+BackendUnavailable     503     the sandbox backend or Redis is down (``Retry-After``)
+SessionBusy            503     the session is locked by a long operation (``Retry-After``)
+Timeout                504     the tool call exceeded its deadline; the session stays usable
+InternalError          500     a bug; details are in the server log, never in the answer
+=====================  ======  ===========================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("envscaler.server.errors")
+
+
+class ApiError(Exception):
+    """An answer other than success; raised anywhere, turned into JSON by the handlers below."""
+
+    def __init__(
+        self,
+        status: int,
+        type: str,
+        message: str,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(f"{type}: {message}")
+        self.status = status
+        self.type = type
+        self.message = message
+        self.field = field
+        self.headers = headers
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"type": self.type, "message": self.message}
+        if self.field is not None:
+            error["field"] = self.field
+        return {"ok": False, "error": error}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def retry_after(seconds: float) -> dict[str, str]:
+    """A ``Retry-After`` header: whole seconds, at least 1."""
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+# Constructors for the common cases, so that types and statuses are spelled in one place.
+
+
+def not_found(type: str, message: str) -> ApiError:
+    return ApiError(404, type, message)
+
+
+def invalid_request(message: str, field: str | None = None) -> ApiError:
+    return ApiError(422, "InvalidRequest", message, field=field)
+
+
+def invalid_arguments(message: str, field: str | None = None) -> ApiError:
+    return ApiError(422, "InvalidArguments", message, field=field)
+
+
+def unauthorized(message: str) -> ApiError:
+    return ApiError(401, "Unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
+
+
+def forbidden(message: str) -> ApiError:
+    return ApiError(403, "Forbidden", message)
+
+
+def backend_unavailable(message: str, after: float = 2.0) -> ApiError:
+    return ApiError(503, "BackendUnavailable", message, headers=retry_after(after))
+
+
+def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    if not errors:
+        return invalid_request("the request is malformed").response()
+    first = errors[0]
+    field = _field_path(first.get("loc", ()))
+    message = (
+        f"{field}: {first.get('msg', 'invalid')}" if field else str(first.get("msg", "invalid"))
+    )
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return invalid_request(message, field=field or None).response()
+
+
+_HTTP_TYPES = {
+    400: "InvalidRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    413: "RequestTooLarge",
+    415: "UnsupportedMediaType",
+    422: "InvalidRequest",
+}
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    status = exc.status_code
+    error_type = _HTTP_TYPES.get(status, "InternalError" if status >= 500 else "InvalidRequest")
+    message = exc.detail if isinstance(exc.detail, str) else "request failed"
+    return ApiError(status, error_type, message, headers=getattr(exc, "headers", None)).response()
+
+
+async def _redis_error(request: Request, exc: Exception) -> JSONResponse:
+    log.error("redis error method=%s path=%s error=%r", request.method, request.url.path, exc)
+    return backend_unavailable("Redis is unavailable; retry later").response()
+
+
+async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
+    log.error(
+        "unhandled error method=%s path=%s error=%r",
+        request.method,
+        request.url.path,
+        exc,
+        exc_info=exc,
+    )
+    return ApiError(
+        500, "InternalError", "internal error; the server log has the details"
+    ).response()
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RedisError, _redis_error)
+    app.add_exception_handler(Exception, _unhandled)

@@ -1,0 +1,326 @@
+"""Request and response models of the gateway API (v1); they are what the OpenAPI document shows.
+
+Timestamps are unix times in seconds (floats). Tool schemas are OpenAI function schemas
+(``{"type": "function", "function": {"name", "description", "parameters"}}``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from server.auth import SESSION_ID_PATTERN
+
+SessionStatus = Literal["active", "expired", "closed"]
+
+TOOL_EXAMPLE = {
+    "type": "function",
+    "function": {
+        "name": "borrow_book",
+        "description": "Lend a copy of a book to a member.",
+        "parameters": {
+            "type": "object",
+            "properties": {"member_id": {"type": "string"}, "book_id": {"type": "string"}},
+            "required": ["member_id", "book_id"],
+        },
+    },
+}
+
+
+# ---------------------------------------------------------------- errors
+
+
+class ErrorDetail(BaseModel):
+    type: str = Field(
+        description="Stable error type, e.g. UnknownSession, InvalidArguments, Timeout",
+        examples=["InvalidArguments"],
+    )
+    message: str = Field(
+        description="What went wrong, for humans",
+        examples=["member_id: 42 is not of type 'string'"],
+    )
+    field: str | None = Field(
+        None, description="The input field to blame, as a dotted path", examples=["member_id"]
+    )
+
+
+class ErrorResponse(BaseModel):
+    ok: Literal[False] = False
+    error: ErrorDetail
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route: each listed status answers an `ErrorResponse`."""
+    descriptions = {
+        401: "Unauthorized: no valid API key or agent token",
+        403: "Forbidden: an agent token used outside its session's tools",
+        404: "UnknownEnv, UnknownScenario, UnknownSession or UnknownTool",
+        409: "SessionClosed, or NoChecklist for validation",
+        410: "SessionExpired: idle longer than the session TTL",
+        422: "InvalidRequest or InvalidArguments, with the field to blame",
+        429: "CapacityExhausted: every sandbox slot is taken (Retry-After)",
+        500: "InternalError (details only in the server log)",
+        503: "CapacityExhausted (sandbox creation rate), BackendUnavailable or SessionBusy "
+        "(Retry-After)",
+        504: "Timeout: the tool exceeded its deadline; the session stays usable",
+    }
+    return {
+        status: {"model": ErrorResponse, "description": descriptions[status]} for status in statuses
+    }
+
+
+# ---------------------------------------------------------------- health
+
+
+class Health(BaseModel):
+    ok: bool = True
+    instance: str = Field(description="This gateway process's id")
+
+
+class Component(BaseModel):
+    ok: bool
+    detail: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class PoolLevel(BaseModel):
+    ready: int = Field(description="Warm sandboxes waiting to be claimed")
+    target: int = Field(description="Warm pool target size")
+    live: int = Field(description="Sandboxes of this gateway that exist")
+    capacity: int = Field(description="Most sandboxes this gateway may run")
+
+
+class Readiness(BaseModel):
+    ready: bool
+    instance: str
+    isolation: str = Field(description="container, gvisor or process", examples=["container"])
+    components: dict[str, Component] = Field(description="redis and sandbox_backend")
+    pool: PoolLevel
+
+
+# ---------------------------------------------------------------- environments
+
+
+class EnvSummary(BaseModel):
+    id: str = Field(examples=["library_loans"])
+    summary: str
+    tools: int = Field(description="Number of tools")
+    scenarios: int = Field(description="Number of scenarios")
+
+
+class EnvList(BaseModel):
+    envs: list[EnvSummary]
+
+
+class EnvDetail(BaseModel):
+    id: str
+    class_name: str
+    summary: str
+    introduction: str
+    state_space: Any = Field(None, description="State entities and their attributes")
+    constraint_rules: Any = Field(None, description="Rules the environment enforces")
+    operations: Any = Field(None, description="Operations, each a query or a state change")
+    tools: list[dict[str, Any]] = Field(
+        description="OpenAI function schemas", examples=[[TOOL_EXAMPLE]]
+    )
+    provenance: Any = None
+    scenarios: int
+
+
+class ScenarioSummary(BaseModel):
+    id: str
+    split: str
+    task: str
+
+
+class ScenarioList(BaseModel):
+    env: str
+    scenarios: list[ScenarioSummary] = Field(description="Never the checks or solutions")
+
+
+# ---------------------------------------------------------------- sessions
+
+
+class CreateSession(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"env": "library_loans", "scenario": "library_loans-rl-0001", "seed": 0}]
+        },
+    )
+
+    env: str = Field(description="Environment id", min_length=1, max_length=200)
+    scenario: str | None = Field(
+        None, description="Scenario id; omit to start from `init_config`", max_length=200
+    )
+    init_config: dict[str, Any] | None = Field(
+        None,
+        description="Initial state when no scenario is given (default `{}`); no checklist then",
+    )
+    seed: int = Field(0, description="Seed of the environment's randomness", ge=0, le=2**63 - 1)
+
+
+class SessionCreated(BaseModel):
+    session_id: str = Field(pattern=SESSION_ID_PATTERN)
+    env: str
+    scenario: str | None
+    seed: int
+    task: str | None = Field(description="The scenario's task; null for a custom init_config")
+    tools: list[dict[str, Any]] = Field(
+        description="OpenAI function schemas", examples=[[TOOL_EXAMPLE]]
+    )
+    agent_token: str = Field(
+        description="Bearer token that may only list and call this session's tools"
+    )
+    status: SessionStatus
+    created: float
+
+
+class SessionInfo(BaseModel):
+    session_id: str
+    env: str
+    scenario: str | None
+    seed: int
+    status: SessionStatus
+    epoch: int = Field(description="0 at creation, +1 per reset")
+    step: int = Field(description="Tool calls recorded in the current epoch")
+    calls: int = Field(description="Trajectory entries, all epochs (resets included)")
+    sandbox_id: str | None = Field(description="The live sandbox, if any")
+    owner: str
+    created: float
+    updated: float = Field(description="Last activity")
+
+
+class SessionTools(BaseModel):
+    session_id: str
+    env: str
+    tools: list[dict[str, Any]] = Field(examples=[[TOOL_EXAMPLE]])
+
+
+class CallRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "borrow_book",
+                    "arguments": {"member_id": "M001", "book_id": "B002"},
+                    "call_id": "c-1",
+                },
+                {"name": "borrow_book", "arguments": '{"member_id": "M001", "book_id": "B002"}'},
+            ]
+        },
+    )
+
+    name: str = Field(description="Tool name", min_length=1, max_length=200)
+    arguments: dict[str, Any] | str = Field(
+        default_factory=dict, description="An object, or a JSON string of one (models emit both)"
+    )
+    call_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Client id of the call: a repeated id returns the stored "
+        "result and executes nothing",
+    )
+
+
+class ToolError(BaseModel):
+    type: str = Field(
+        description="ToolException, ArgumentError, ResultTooLarge, SandboxCrashed or Timeout"
+    )
+    message: str
+
+
+class CallResult(BaseModel):
+    ok: bool
+    result: Any = Field(None, description="The tool's JSON result (when ok)")
+    error: ToolError | None = Field(None, description="Why the tool failed (when not ok)")
+    index: int = Field(description="Index of this call in the trajectory")
+    call_id: str | None = None
+    duplicate: bool = Field(
+        False, description="True when `call_id` was seen before: nothing was executed"
+    )
+    duration_ms: float
+
+
+class SessionState(BaseModel):
+    session_id: str
+    epoch: int
+    step: int
+    state: dict[str, Any] = Field(description="The environment's public attributes")
+
+
+class TrajectoryEntry(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    index: int
+    epoch: int
+    kind: Literal["call", "reset"] = "call"
+    call_id: str | None = None
+    name: str | None = None
+    arguments: dict[str, Any] | None = None
+    ok: bool | None = None
+    result: Any = None
+    error: ToolError | None = None
+    replay: bool | None = Field(None, description="Re-executed when the session is rebuilt")
+    scenario: str | None = Field(None, description="Reset markers: the new epoch's scenario")
+    seed: int | None = Field(None, description="Reset markers: the new epoch's seed")
+    time: float
+    duration_ms: float | None = None
+
+
+class Trajectory(BaseModel):
+    session_id: str
+    env: str
+    epoch: int
+    entries: list[TrajectoryEntry]
+
+
+class ResetRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{}, {"seed": 7}, {"scenario": "library_loans-rl-0002"}]},
+    )
+
+    scenario: str | None = Field(
+        None,
+        description="Another scenario of the same env (default: the current one)",
+        max_length=200,
+    )
+    init_config: dict[str, Any] | None = Field(
+        None, description="A custom initial state instead of a scenario"
+    )
+    seed: int | None = Field(
+        None, description="New seed (default: the current one)", ge=0, le=2**63 - 1
+    )
+
+
+class ResetResult(BaseModel):
+    session_id: str
+    epoch: int
+    scenario: str | None
+    seed: int
+    task: str | None
+    sandbox_reused: bool = Field(description="True when the live sandbox was reset in place")
+
+
+class CheckResult(BaseModel):
+    item: str
+    passed: bool
+    error: str | None = None
+
+
+class Validation(BaseModel):
+    session_id: str
+    scenario: str
+    reward: float = Field(description="passed / total, rounded to 4 places", ge=0, le=1)
+    passed: int
+    total: int
+    checks: list[CheckResult]
+
+
+class SessionClosed(BaseModel):
+    session_id: str
+    status: SessionStatus

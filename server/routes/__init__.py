@@ -1,0 +1,1 @@
+"""HTTP routes, one module per resource: health (and metrics), environments, sessions."""

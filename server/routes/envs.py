@@ -1,0 +1,86 @@
+"""The catalogue: environments, their tools and their scenarios (never checks or solutions)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from server.auth import Principal, admin
+from server.models import (
+    EnvDetail,
+    EnvList,
+    EnvSummary,
+    ScenarioList,
+    ScenarioSummary,
+    error_responses,
+)
+
+router = APIRouter(prefix="/v1/envs", tags=["environments"])
+
+
+@router.get(
+    "",
+    response_model=EnvList,
+    summary="The catalogue: id, summary, tool and scenario counts",
+    responses=error_responses(401, 403),
+)
+async def list_envs(request: Request, _: Principal = Depends(admin)) -> EnvList:
+    catalogue = request.app.state.catalogue
+    return EnvList(
+        envs=[
+            EnvSummary(
+                id=env.id,
+                summary=env.manifest.summary,
+                tools=len(env.tools),
+                scenarios=len(env.scenarios),
+            )
+            for env in catalogue.envs.values()
+        ]
+    )
+
+
+@router.get(
+    "/{env}",
+    response_model=EnvDetail,
+    summary="An environment's metadata and tool schemas",
+    responses=error_responses(401, 403, 404, 422),
+)
+async def get_env(env: str, request: Request, _: Principal = Depends(admin)) -> EnvDetail:
+    served = request.app.state.catalogue.env(env)
+    manifest = served.manifest.model_dump(mode="json")
+    return EnvDetail(
+        id=served.id,
+        class_name=manifest["class_name"],
+        summary=manifest["summary"],
+        introduction=manifest["introduction"],
+        state_space=manifest.get("state_space"),
+        constraint_rules=manifest.get("constraint_rules"),
+        operations=manifest.get("operations"),
+        tools=served.tools,
+        provenance=manifest.get("provenance"),
+        scenarios=len(served.scenarios),
+    )
+
+
+@router.get(
+    "/{env}/scenarios",
+    response_model=ScenarioList,
+    summary="Scenario ids, splits and tasks (never the checks or solutions)",
+    responses=error_responses(401, 403, 404, 422),
+)
+async def list_scenarios(
+    env: str,
+    request: Request,
+    split: Literal["train", "rl", "eval"] | None = Query(None, description="Only this split"),
+    _: Principal = Depends(admin),
+) -> ScenarioList:
+    served = request.app.state.catalogue.env(env)
+    return ScenarioList(
+        env=served.id,
+        scenarios=[
+            ScenarioSummary(id=s.id, split=s.split, task=s.task)
+            for s in served.scenarios
+            if split is None or s.split == split
+        ],
+    )

@@ -1,0 +1,217 @@
+"""Sessions: create, inspect, call tools, read state and trajectory, reset, validate, delete.
+
+Agent tokens may use only ``GET /v1/sessions/{id}/tools`` and ``POST /v1/sessions/{id}/calls`` of
+their own session; every other route depends on `server.auth.admin`.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Body, Depends, Path, Request
+from fastapi.responses import JSONResponse
+
+from server.auth import Principal, admin, principal
+from server.errors import ApiError
+from server.models import (
+    CallRequest,
+    CallResult,
+    CreateSession,
+    ResetRequest,
+    ResetResult,
+    SessionClosed,
+    SessionCreated,
+    SessionInfo,
+    SessionState,
+    SessionTools,
+    Trajectory,
+    Validation,
+    error_responses,
+)
+from server.sessions import SessionService
+from server.store import Record
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+
+SessionId = Path(
+    description="Session id (URL-safe, from POST /v1/sessions)", min_length=1, max_length=100
+)
+
+
+def service(request: Request) -> SessionService:
+    return request.app.state.service
+
+
+def _info(record: Record) -> SessionInfo:
+    return SessionInfo(
+        session_id=record.id,
+        env=record.env,
+        scenario=record.scenario,
+        seed=record.seed,
+        status=record.status,  # type: ignore[arg-type]
+        epoch=record.epoch,
+        step=record.step,
+        calls=record.length,
+        sandbox_id=(record.sandbox or {}).get("id"),
+        owner=record.owner,
+        created=record.created,
+        updated=record.updated,
+    )
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=SessionCreated,
+    summary="Create a session",
+    description="Claims a sandbox, loads the environment at the scenario's initial state (or "
+    "`init_config`) with `seed`, and returns the task, the tools and an agent token.",
+    responses=error_responses(401, 403, 404, 422, 429, 500, 503, 504),
+)
+async def create_session(
+    body: CreateSession, request: Request, caller: Principal = Depends(admin)
+) -> SessionCreated:
+    record, env, token, task = await service(request).create(
+        caller, body.env, body.scenario, body.init_config, body.seed
+    )
+    return SessionCreated(
+        session_id=record.id,
+        env=record.env,
+        scenario=record.scenario,
+        seed=record.seed,
+        task=task,
+        tools=env.tools,
+        agent_token=token,
+        status="active",
+        created=record.created,
+    )
+
+
+@router.get(
+    "/{session_id}",
+    response_model=SessionInfo,
+    summary="Status, step count and timestamps",
+    responses=error_responses(401, 403, 404, 422, 503),
+)
+async def get_session(
+    request: Request, session_id: str = SessionId, caller: Principal = Depends(admin)
+) -> SessionInfo:
+    return _info(await service(request).info(caller, session_id))
+
+
+@router.get(
+    "/{session_id}/tools",
+    response_model=SessionTools,
+    summary="The session's tool schemas (agent tokens allowed)",
+    responses=error_responses(401, 403, 404, 422, 503),
+)
+async def get_tools(
+    request: Request, session_id: str = SessionId, caller: Principal = Depends(principal)
+) -> SessionTools:
+    record, env = await service(request).tools(caller, session_id)
+    return SessionTools(session_id=record.id, env=env.id, tools=env.tools)
+
+
+@router.post(
+    "/{session_id}/calls",
+    response_model=CallResult,
+    summary="Call a tool (agent tokens allowed)",
+    description="Tool errors answer 200 with `ok: false`. A repeated `call_id` returns the stored "
+    "answer and executes nothing. Arguments are checked against the tool's schema "
+    "before the sandbox sees them; rejected calls are not recorded.",
+    responses=error_responses(401, 403, 404, 409, 410, 422, 429, 500, 503, 504),
+)
+async def call_tool(
+    body: CallRequest,
+    request: Request,
+    session_id: str = SessionId,
+    caller: Principal = Depends(principal),
+) -> JSONResponse:
+    outcome = await service(request).call(
+        caller, session_id, body.name, body.arguments, body.call_id
+    )
+    if outcome.status == 504:
+        raise ApiError(504, "Timeout", outcome.entry["error"]["message"])
+    return JSONResponse(outcome.body())
+
+
+@router.get(
+    "/{session_id}/state",
+    response_model=SessionState,
+    summary="The environment's current state",
+    description="Works on expired and closed sessions too (rebuilt by replay on a temporary "
+    "sandbox).",
+    responses=error_responses(401, 403, 404, 422, 429, 503, 504),
+)
+async def get_state(
+    request: Request, session_id: str = SessionId, caller: Principal = Depends(admin)
+) -> SessionState:
+    record, state = await service(request).state(caller, session_id)
+    return SessionState(session_id=record.id, epoch=record.epoch, step=record.step, state=state)
+
+
+@router.get(
+    "/{session_id}/trajectory",
+    response_model=Trajectory,
+    summary="Every call with its arguments and result, and reset markers",
+    responses=error_responses(401, 403, 404, 422, 503),
+)
+async def get_trajectory(
+    request: Request, session_id: str = SessionId, caller: Principal = Depends(admin)
+) -> Trajectory:
+    record, entries = await service(request).trajectory(caller, session_id)
+    return Trajectory.model_validate(
+        {"session_id": record.id, "env": record.env, "epoch": record.epoch, "entries": entries}
+    )
+
+
+@router.post(
+    "/{session_id}/reset",
+    response_model=ResetResult,
+    summary="Back to the scenario's initial state (or another scenario, seed or init_config)",
+    description="Resets the live sandbox in place when it is healthy; starts a new epoch.",
+    responses=error_responses(401, 403, 404, 409, 410, 422, 429, 500, 503, 504),
+)
+async def reset_session(
+    request: Request,
+    session_id: str = SessionId,
+    body: ResetRequest | None = Body(None),
+    caller: Principal = Depends(admin),
+) -> ResetResult:
+    body = body or ResetRequest()
+    record, task, reused = await service(request).reset(
+        caller, session_id, body.scenario, body.init_config, body.seed
+    )
+    return ResetResult(
+        session_id=record.id,
+        epoch=record.epoch,
+        scenario=record.scenario,
+        seed=record.seed,
+        task=task,
+        sandbox_reused=reused,
+    )
+
+
+@router.post(
+    "/{session_id}/validate",
+    response_model=Validation,
+    summary="Run the scenario's check functions: reward = passed / total",
+    description="Changes nothing. Works on active, expired and closed sessions.",
+    responses=error_responses(401, 403, 404, 409, 422, 429, 503, 504),
+)
+async def validate_session(
+    request: Request, session_id: str = SessionId, caller: Principal = Depends(admin)
+) -> Validation:
+    return Validation.model_validate(await service(request).validate(caller, session_id))
+
+
+@router.delete(
+    "/{session_id}",
+    response_model=SessionClosed,
+    summary="End the session and kill its sandbox",
+    description="Idempotent. The record and trajectory stay readable for the record TTL.",
+    responses=error_responses(401, 403, 404, 422, 503),
+)
+async def delete_session(
+    request: Request, session_id: str = SessionId, caller: Principal = Depends(admin)
+) -> SessionClosed:
+    record = await service(request).delete(caller, session_id)
+    return SessionClosed(session_id=record.id, status="closed")

@@ -1,0 +1,351 @@
+"""Session records and trajectories in Redis: the only session state there is.
+
+Any gateway process on the same Redis can serve any session; a gateway keeps nothing that cannot be
+rebuilt from these keys (its live sandbox connections are a cache). Every logical step is one round
+trip (a pipeline; a MULTI/EXEC transaction when it writes), and every write refreshes the expiry of
+all of a session's keys, so nothing leaks even when every gateway dies.
+
+Keys
+====
+
+``envscaler:session:{id}`` — HASH, the session record
+    ``env``               environment id
+    ``scenario``          scenario id of the current epoch; empty for a custom ``init_config``
+    ``seed``              integer seed of the current epoch
+    ``init_config``       JSON of the current epoch's initial configuration
+    ``epoch``             0 at creation, +1 per reset
+    ``epoch_start``       index in the ``:calls`` list of the current epoch's first call
+    ``length``            length of the ``:calls`` list (the next entry's index)
+    ``step``              tool calls recorded in the current epoch
+    ``sandbox``           JSON of the live sandbox's handle (``SandboxHandle.to_dict``), or empty
+    ``owner``             fingerprint of the API key that created it (``anonymous`` without keys)
+    ``agent_token_hash``  hex sha256 of the session's agent token (the token itself is never stored)
+    ``status``            ``active`` | ``expired`` | ``closed``
+    ``created``           unix time, seconds (float)
+    ``updated``           unix time of the last activity
+
+``envscaler:session:{id}:calls`` — LIST, the trajectory, in order. Tool-call entries::
+
+    {"index", "epoch", "call_id", "name", "arguments", "ok", "result" | "error",
+     "replay", "time", "duration_ms"}
+
+  ``replay`` is true when re-executing the entry on a fresh sandbox reproduces its effect (the call
+  ran: a result, a ``ToolException`` or a ``ResultTooLarge``); false when nothing ran or the outcome
+  was not the tool's (``ArgumentError``, ``Timeout``, ``SandboxCrashed``). Reset markers::
+
+    {"kind": "reset", "index", "epoch", "scenario", "seed", "time"[, "init_config"]}
+
+``envscaler:session:{id}:call-ids`` — HASH, ``call_id`` -> index of its entry in ``:calls``
+
+``envscaler:session:{id}:lock`` — STRING, the session lock: a ``redis.asyncio.lock.Lock`` whose
+  value is the holder's token, with a lease (``PX``) so that a dead gateway cannot hold it for ever
+
+``envscaler:sessions:live`` — ZSET, session id -> unix time of its last activity (active sessions)
+
+Round trips of a tool call
+==========================
+
+1. ``SET lock token NX PX lease`` + ``HGETALL session`` [+ ``HGET call-ids call_id``], pipelined:
+   the reads execute after the ``SET``, so when it succeeds they see a state no one else can change.
+   (When the lock is taken, the gateway waits with ``Lock.acquire`` and then reads.)
+2. One Lua script (`COMMIT`): if the lock still holds the caller's token, ``RPUSH`` the entry,
+   ``HSET`` the call id and the record's changed fields, ``ZADD`` the live set, ``EXPIRE`` the
+   session's keys and ``DEL`` the lock — all or nothing. A holder whose lease ran out writes
+   nothing.
+
+Expiry
+======
+
+On every activity the three session keys get ``EXPIRE session_ttl + record_ttl``. When a session
+is closed or expires, they get ``EXPIRE record_ttl``: the record and trajectory stay readable for
+that long (``GET /v1/sessions/{id}``, ``/trajectory``, ``/state``, ``/validate``), then vanish.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.lock import Lock
+
+PREFIX = "envscaler"
+LIVE = f"{PREFIX}:sessions:live"
+
+
+def session_key(session_id: str) -> str:
+    return f"{PREFIX}:session:{session_id}"
+
+
+def calls_key(session_id: str) -> str:
+    return f"{PREFIX}:session:{session_id}:calls"
+
+
+def call_ids_key(session_id: str) -> str:
+    return f"{PREFIX}:session:{session_id}:call-ids"
+
+
+def lock_key(session_id: str) -> str:
+    return f"{PREFIX}:session:{session_id}:lock"
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass
+class Record:
+    id: str
+    env: str
+    scenario: str | None
+    seed: int
+    init_config: dict[str, Any]
+    epoch: int
+    epoch_start: int
+    length: int
+    step: int
+    sandbox: dict[str, str] | None
+    owner: str
+    agent_token_hash: str
+    status: str
+    created: float
+    updated: float
+
+    @classmethod
+    def parse(cls, session_id: str, raw: dict[str, str]) -> Record:
+        sandbox = raw.get("sandbox") or ""
+        return cls(
+            id=session_id,
+            env=raw["env"],
+            scenario=raw.get("scenario") or None,
+            seed=int(raw.get("seed", 0)),
+            init_config=json.loads(raw.get("init_config") or "{}"),
+            epoch=int(raw.get("epoch", 0)),
+            epoch_start=int(raw.get("epoch_start", 0)),
+            length=int(raw.get("length", 0)),
+            step=int(raw.get("step", 0)),
+            sandbox=json.loads(sandbox) if sandbox else None,
+            owner=raw.get("owner", ""),
+            agent_token_hash=raw.get("agent_token_hash", ""),
+            status=raw.get("status", "active"),
+            created=float(raw.get("created", 0.0)),
+            updated=float(raw.get("updated", 0.0)),
+        )
+
+    def fields(self) -> dict[str, str]:
+        return {
+            "env": self.env,
+            "scenario": self.scenario or "",
+            "seed": str(self.seed),
+            "init_config": dumps(self.init_config),
+            "epoch": str(self.epoch),
+            "epoch_start": str(self.epoch_start),
+            "length": str(self.length),
+            "step": str(self.step),
+            "sandbox": dumps(self.sandbox) if self.sandbox else "",
+            "owner": self.owner,
+            "agent_token_hash": self.agent_token_hash,
+            "status": self.status,
+            "created": repr(self.created),
+            "updated": repr(self.updated),
+        }
+
+
+# KEYS: lock, session, calls, call-ids, live
+# ARGV: token, entry JSON ("" for none), call_id ("" for none), index, now, ttl, release ("1"/"0"),
+#       session id, then field/value pairs of the record
+COMMIT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] ~= '' then redis.call('RPUSH', KEYS[3], ARGV[2]) end
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[4], ARGV[3], ARGV[4]) end
+if #ARGV > 8 then redis.call('HSET', KEYS[2], unpack(ARGV, 9)) end
+redis.call('ZADD', KEYS[5], ARGV[5], ARGV[8])
+redis.call('EXPIRE', KEYS[2], ARGV[6])
+redis.call('EXPIRE', KEYS[3], ARGV[6])
+redis.call('EXPIRE', KEYS[4], ARGV[6])
+if ARGV[7] == '1' then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
+
+class SessionLock(Lock):
+    """``redis.asyncio.lock.Lock`` (same key, token and lease semantics) with a fast path:
+    `SessionStore.lock_and_load` takes it and reads the session in one round trip, and
+    `SessionStore.commit` releases it together with the write."""
+
+    def held(self) -> bool:
+        return self.local.token is not None
+
+    def take(self, token: bytes) -> None:
+        self.local.token = token
+
+    def drop(self) -> None:
+        self.local.token = None
+
+
+class SessionStore:
+    def __init__(self, redis: Redis, session_ttl: float, record_ttl: float) -> None:
+        self.redis = redis
+        self.active_ttl = int(session_ttl + record_ttl) + 1
+        self.record_ttl = int(record_ttl) + 1
+        self._commit = redis.register_script(COMMIT)
+
+    def lock(self, session_id: str, lease: float, wait: float) -> SessionLock:
+        return SessionLock(
+            self.redis,
+            lock_key(session_id),
+            timeout=lease,
+            sleep=0.005,
+            blocking=wait > 0,
+            blocking_timeout=wait,
+            thread_local=False,
+        )
+
+    def _expire_all(self, pipe: Any, session_id: str, seconds: int) -> None:
+        pipe.expire(session_key(session_id), seconds)
+        pipe.expire(calls_key(session_id), seconds)
+        pipe.expire(call_ids_key(session_id), seconds)
+
+    async def create(self, record: Record) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(session_key(record.id), mapping=record.fields())
+            pipe.zadd(LIVE, {record.id: record.updated})
+            self._expire_all(pipe, record.id, self.active_ttl)
+            await pipe.execute()
+
+    async def lock_and_load(
+        self, lock: SessionLock, session_id: str, call_id: str | None
+    ) -> tuple[bool, Record | None, int | None]:
+        """Try the lock and read the record (and ``call_id``'s index) in one round trip.
+
+        Returns (acquired, record, index); the reads are meaningful only when acquired.
+        """
+        token = uuid.uuid4().hex.encode()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(lock.name, token, nx=True, px=int(lock.timeout * 1000))
+            pipe.hgetall(session_key(session_id))
+            if call_id is not None:
+                pipe.hget(call_ids_key(session_id), call_id)
+            replies = await pipe.execute()
+        if not replies[0]:
+            return False, None, None
+        lock.take(token)
+        raw = replies[1]
+        index = replies[2] if call_id is not None else None
+        return (
+            True,
+            (Record.parse(session_id, raw) if raw else None),
+            (int(index) if index is not None else None),
+        )
+
+    async def load(self, session_id: str) -> Record | None:
+        raw = await self.redis.hgetall(session_key(session_id))
+        return Record.parse(session_id, raw) if raw else None
+
+    async def load_for_call(
+        self, session_id: str, call_id: str | None
+    ) -> tuple[Record | None, int | None]:
+        """The record and, when ``call_id`` was seen before, its entry's index: one round trip."""
+        if call_id is None:
+            return await self.load(session_id), None
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(session_key(session_id))
+            pipe.hget(call_ids_key(session_id), call_id)
+            raw, index = await pipe.execute()
+        record = Record.parse(session_id, raw) if raw else None
+        return record, (int(index) if index is not None else None)
+
+    async def entry(self, session_id: str, index: int) -> dict[str, Any] | None:
+        raw = await self.redis.lindex(calls_key(session_id), index)
+        return json.loads(raw) if raw is not None else None
+
+    async def entries(
+        self, session_id: str, start: int = 0, stop: int = -1
+    ) -> list[dict[str, Any]]:
+        return [
+            json.loads(raw) for raw in await self.redis.lrange(calls_key(session_id), start, stop)
+        ]
+
+    async def commit(
+        self,
+        record: Record,
+        lock: SessionLock,
+        entry: dict[str, Any] | None = None,
+        *,
+        fields: dict[str, str] | None = None,
+        release: bool = False,
+    ) -> bool:
+        """Append ``entry`` (at index ``record.length``), write ``fields`` and the activity time,
+        and
+        refresh the expiry — only if ``lock`` is still held; optionally release it. One round trip.
+
+        ``record`` is updated in place first (length when an entry is appended; ``updated``).
+        False (and nothing written) when the lock's lease ran out.
+        """
+        now = time.time()
+        record.updated = now
+        changed = {"updated": repr(now), **(fields or {})}
+        if entry is not None:
+            record.length += 1
+            changed["length"] = str(record.length)
+        args: list[Any] = [
+            lock.local.token,
+            dumps(entry) if entry is not None else "",
+            (entry or {}).get("call_id") or "",
+            (entry or {}).get("index", ""),
+            repr(now),
+            self.active_ttl,
+            "1" if release else "0",
+            record.id,
+        ]
+        for name, value in changed.items():
+            args += [name, value]
+        keys = [
+            lock.name,
+            session_key(record.id),
+            calls_key(record.id),
+            call_ids_key(record.id),
+            LIVE,
+        ]
+        done = bool(await self._commit(keys=keys, args=args))
+        if done and release:
+            lock.drop()
+        return done
+
+    async def set_sandbox(self, record: Record, handle: dict[str, str] | None) -> None:
+        record.sandbox = handle
+        await self.redis.hset(session_key(record.id), "sandbox", dumps(handle) if handle else "")
+
+    async def finish(self, record: Record, status: str) -> None:
+        """Mark a session ``closed`` or ``expired``: no sandbox, not live, kept ``record_ttl``."""
+        now = time.time()
+        record.status, record.sandbox, record.updated = status, None, now
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(
+                session_key(record.id),
+                mapping={"status": status, "sandbox": "", "updated": repr(now)},
+            )
+            pipe.zrem(LIVE, record.id)
+            self._expire_all(pipe, record.id, self.record_ttl)
+            await pipe.execute()
+
+    async def idle(self, cutoff: float, limit: int = 200) -> list[str]:
+        return list(await self.redis.zrangebyscore(LIVE, "-inf", cutoff, start=0, num=limit))
+
+    async def last_activity(self, session_id: str) -> float | None:
+        return await self.redis.zscore(LIVE, session_id)
+
+    async def forget_live(self, session_id: str) -> None:
+        await self.redis.zrem(LIVE, session_id)
+
+    async def live_among(self, session_ids: list[str]) -> list[bool]:
+        if not session_ids:
+            return []
+        scores = await self.redis.zmscore(LIVE, session_ids)
+        return [score is not None for score in scores]
+
+    async def live_count(self) -> int:
+        return int(await self.redis.zcard(LIVE))

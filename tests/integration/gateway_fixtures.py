@@ -1,0 +1,445 @@
+"""Shared pieces of the gateway tests: a catalogue, settings, in-process and subprocess gateways.
+
+Everything is real: the Redis is the suite's redis-server (tests/conftest.py), sandboxes are real
+runtimes (ProcessBackend by default; ``ENVSCALER_TEST_SANDBOX_BACKEND=docker`` runs the same tests
+on Docker), and environment code only ever runs inside them, never in the test process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis as redis_sync
+
+from server.app import create_app
+from server.settings import Settings
+from tests.conftest import TEST_LABELS
+
+__all__ = ["backend_kwargs", "catalogue_root", "make_settings", "redis_client"]  # the fixtures
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BACKEND = os.environ.get("ENVSCALER_TEST_SANDBOX_BACKEND", "process")
+LIBRARY = "library_loans"
+COUNTER = "counter_lab"
+
+COUNTER_SOURCE = '''\
+import os
+import random
+import time
+import uuid
+from typing import Dict, List
+
+
+class CounterLab:
+    def __init__(self, init_config: dict):
+        # Named counters.
+        self.counters: Dict[str, int] = {}
+        # What happened, in order.
+        self.history: List[str] = []
+        self.init_config = init_config
+
+    def increment(self, name: str, by: int = 1) -> dict:
+        """Add to a named counter.
+
+        Args:
+            name (str): The counter.
+            by (int): How much to add.
+
+        Returns:
+            dict: {"success": True, "data": {"name", "before", "value"}}.
+        """
+        before = self.counters.get(name, 0)
+        self.counters[name] = before + by
+        self.history.append(f"{name}:{before}->{before + by}")
+        return {"success": True, "data": {"name": name, "before": before, "value": before + by}}
+
+    def nap(self, seconds: float) -> dict:
+        """Sleep for real, then note it.
+
+        Args:
+            seconds (float): How long to sleep.
+
+        Returns:
+            dict: {"success": True, "data": seconds}.
+        """
+        time.sleep(seconds)
+        self.history.append(f"nap:{seconds}")
+        return {"success": True, "data": seconds}
+
+    def token(self) -> dict:
+        """A fresh id, a random number and the time, from the sandbox's seeded sources.
+
+        Returns:
+            dict: {"success": True, "data": {"uuid", "random", "time"}}.
+        """
+        value = {"uuid": uuid.uuid4().hex, "random": random.random(), "time": time.time()}
+        self.history.append("token:" + value["uuid"])
+        return {"success": True, "data": value}
+
+    def spin(self) -> dict:
+        """Never return.
+
+        Returns:
+            dict: nothing, ever.
+        """
+        self.history.append("spin")
+        while True:
+            pass
+
+    def explode(self, message: str) -> dict:
+        """Note the call, then raise.
+
+        Args:
+            message (str): The error message.
+
+        Returns:
+            dict: nothing; it raises ValueError.
+        """
+        self.history.append("explode:" + message)
+        raise ValueError(message)
+
+    def crash(self) -> dict:
+        """End the sandbox's process at once.
+
+        Returns:
+            dict: nothing; the process exits.
+        """
+        os._exit(3)
+
+    def blob(self, size: int) -> dict:
+        """A long string.
+
+        Args:
+            size (int): Its length.
+
+        Returns:
+            dict: {"success": True, "data": "xxx..."}.
+        """
+        self.history.append(f"blob:{size}")
+        return {"success": True, "data": "x" * size}
+'''
+
+COUNTER_MANIFEST = {
+    "id": COUNTER,
+    "class_name": "CounterLab",
+    "summary": "Named counters, for gateway tests.",
+    "introduction": "A tiny environment whose tools count, sleep, draw random values, loop, "
+    "raise and crash.",
+    "state_space": [
+        {"entity": "Counter", "attributes": "name, value", "description": "A named integer."}
+    ],
+    "constraint_rules": [],
+    "operations": [
+        {"name": n, "description": n, "type": t}
+        for n, t in [
+            ("increment", "state_change"),
+            ("nap", "state_change"),
+            ("token", "state_change"),
+            ("spin", "query"),
+            ("explode", "state_change"),
+            ("crash", "query"),
+            ("blob", "state_change"),
+        ]
+    ],
+    "tools": [],
+    "provenance": {
+        "model": "hand-written",
+        "created": "2025-01-01",
+        "pipeline_version": "test",
+        "content_hash": "sha256:" + "0" * 64,
+    },
+}
+
+
+def _check(body: str) -> str:
+    return "def check_func(final_state):\n    " + body + "\n"
+
+
+COUNTER_SCENARIOS = [
+    {
+        "id": "counter-1",
+        "split": "rl",
+        "task": "Bring counter a to 3 and create counter b.",
+        "init_config": {"counters": {"a": 1}},
+        "checklist": [
+            {
+                "item": "Has counter a reached 3?",
+                "check_func": _check("return final_state['counters'].get('a') == 3"),
+            },
+            {
+                "item": "Has counter b been created?",
+                "check_func": _check("return 'b' in final_state['counters']"),
+            },
+        ],
+        "solution": [
+            {"name": "increment", "arguments": {"name": "a", "by": 2}},
+            {"name": "increment", "arguments": {"name": "b"}},
+        ],
+    },
+    {
+        "id": "counter-2",
+        "split": "eval",
+        "task": "Bring counter z to 11.",
+        "init_config": {"counters": {"z": 10}},
+        "checklist": [
+            {
+                "item": "Has counter z reached 11?",
+                "check_func": _check("return final_state['counters'].get('z') == 11"),
+            }
+        ],
+        "solution": [{"name": "increment", "arguments": {"name": "z"}}],
+    },
+]
+
+
+def build_catalogue(root: Path) -> Path:
+    """A catalogue with the real ``library_loans`` and the test environment ``counter_lab``."""
+    from envformat.loader import load_env, sync_manifest
+
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(REPO_ROOT / "generated_envs" / LIBRARY, root / LIBRARY)
+    env_dir = root / COUNTER
+    env_dir.mkdir()
+    (env_dir / "env.py").write_text(COUNTER_SOURCE)
+    (env_dir / "env.json").write_text(json.dumps(COUNTER_MANIFEST, indent=2))
+    (env_dir / "scenarios.jsonl").write_text(
+        "".join(json.dumps(s) + "\n" for s in COUNTER_SCENARIOS)
+    )
+    sync_manifest(env_dir)  # derives the tool schemas statically (AST); nothing is executed
+    load_env(env_dir)  # fails loudly here if the test environment breaks the format
+    return root
+
+
+@pytest.fixture(scope="session")
+def catalogue_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_catalogue(tmp_path_factory.mktemp("catalogue") / "envs")
+
+
+@pytest.fixture
+def backend_kwargs(request: pytest.FixtureRequest, socket_root: Path) -> dict[str, Any]:
+    """Settings of the sandbox backend under test."""
+    if BACKEND == "docker":
+        return {
+            "sandbox_backend": "docker",
+            "sandbox_image": request.getfixturevalue("sandbox_image"),
+            "socket_root": socket_root,
+        }
+    return {"sandbox_backend": "process", "socket_root": socket_root}
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis_sync.Redis]:
+    """A synchronous client of the suite's Redis, emptied first so tests do not see each other."""
+    client = redis_sync.Redis.from_url(redis_url, decode_responses=True)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def make_settings(
+    redis_url: str,
+    redis_client: redis_sync.Redis,
+    catalogue_root: Path,
+    backend_kwargs: dict[str, Any],
+):  # type: ignore[no-untyped-def]
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "redis_url": redis_url,
+            "catalogue": catalogue_root,
+            "pool_size": 1,
+            "max_sandboxes": 32,
+            "api_keys": [],
+            "log_level": "WARNING",
+            **backend_kwargs,
+        }
+        values.update(overrides)
+        return Settings(**values)
+
+    return make
+
+
+@asynccontextmanager
+async def running_gateway(
+    settings: Settings, labels: dict[str, str] | None = None, token: str | None = None
+) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    """The app in this process (lifespan run by hand), with an ASGI client."""
+    app = create_app(settings, sandbox_labels=labels if labels is not None else TEST_LABELS)
+    async with app.router.lifespan_context(app):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://gateway", headers=headers, timeout=60
+        ) as client:
+            yield app, client
+
+
+def session_record(redis_client: redis_sync.Redis, session_id: str) -> dict[str, str]:
+    return redis_client.hgetall(f"envscaler:session:{session_id}")
+
+
+def sandbox_handle(redis_client: redis_sync.Redis, session_id: str) -> dict[str, str]:
+    raw = session_record(redis_client, session_id).get("sandbox")
+    assert raw, f"session {session_id} has no sandbox"
+    return json.loads(raw)
+
+
+def sandbox_alive(handle: dict[str, str], socket_root: Path) -> bool:
+    if handle["backend"] == "docker":
+        import docker
+        from docker.errors import NotFound
+
+        try:
+            return bool(docker.from_env().containers.get(handle["id"]).attrs["State"]["Running"])
+        except NotFound:
+            return False
+    pid_file = socket_root / handle["instance"] / handle["id"] / "runtime.pid"
+    try:
+        pid = int(pid_file.read_text())
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status").read_text()
+    return "State:\tZ" not in status
+
+
+def kill_sandbox(handle: dict[str, str], socket_root: Path) -> None:
+    """Kill a session's sandbox from outside, as a crash or an operator would (no clean-up)."""
+    if handle["backend"] == "docker":
+        import docker
+
+        docker.from_env().containers.get(handle["id"]).kill()
+        return
+    pid = int((socket_root / handle["instance"] / handle["id"] / "runtime.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+            if "State:\tZ" in Path(f"/proc/{pid}/status").read_text():
+                return  # dead; its parent has not reaped it yet
+        except (ProcessLookupError, FileNotFoundError):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"sandbox process {pid} survived SIGKILL")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+LAUNCHER = """
+import json, os, uvicorn
+from tests.conftest import TEST_LABELS
+from server.app import create_app
+from server.settings import Settings
+labels = json.loads(os.environ.get("ENVSCALER_TEST_LABELS", "{}"))
+uvicorn.run(create_app(Settings(), sandbox_labels=labels), host="127.0.0.1",
+            port=int(os.environ["ENVSCALER_TEST_PORT"]), log_level="warning")
+"""
+
+
+class GatewayProcess:
+    """A gateway in its own process (uvicorn), for restarts and several gateways on one Redis."""
+
+    def __init__(self, settings: Settings, labels: dict[str, str], log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.env = {
+            **os.environ,
+            "ENVSCALER_TEST_PORT": str(self.port),
+            "ENVSCALER_TEST_LABELS": json.dumps(labels),
+        }
+        for name, value in settings.model_dump().items():
+            if value is None:
+                continue
+            key = f"ENVSCALER_{name.upper()}"
+            self.env[key] = ",".join(value) if isinstance(value, list) else str(value)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.instances: list[str] = []  # one per start: each process is a new service instance
+
+    def start(self, timeout: float = 30.0) -> GatewayProcess:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER], cwd=REPO_ROOT, env=self.env, stdout=log, stderr=log
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"gateway exited with {self.process.returncode}: "
+                    f"{self.log_path.read_text()[-3000:]}"
+                )
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    self.instances.append(
+                        httpx.get(self.url + "/healthz", timeout=1).json()["instance"]
+                    )
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        raise AssertionError(
+            f"gateway not ready in {timeout:g} s: {self.log_path.read_text()[-3000:]}"
+        )
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no clean-up, as when a machine or container dies."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def remove_sandboxes(self, socket_root: Path) -> None:
+        """Remove what killed instances left (other gateways would reap it, but later)."""
+        for instance in self.instances:
+            if BACKEND == "docker":
+                import docker
+
+                client = docker.from_env()
+                for container in client.containers.list(
+                    all=True, filters={"label": f"envscaler.instance={instance}"}
+                ):
+                    container.remove(force=True)
+            for pid_file in (socket_root / instance).glob("*/runtime.pid"):
+                try:
+                    pid = int(pid_file.read_text())
+                    if str(pid_file.parent).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        os.killpg(
+                            pid, signal.SIGKILL
+                        )  # only a runtime of that sandbox, never a reused pid
+                except (OSError, ValueError):
+                    pass
+            shutil.rmtree(socket_root / instance, ignore_errors=True)
+
+    def client(self, token: str | None = None) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=60)

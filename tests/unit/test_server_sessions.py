@@ -1,0 +1,78 @@
+"""Pure parts of the session service: arguments, ids, call answers, the Redis record."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.errors import ApiError
+from server.sessions import CallOutcome, check_session_id, new_session_id, parse_arguments
+from server.store import Record
+
+
+def test_arguments_as_object_or_json_string() -> None:
+    assert parse_arguments({"a": 1}) == {"a": 1}
+    assert parse_arguments('{"a": 1}') == {"a": 1}
+    assert parse_arguments("  ") == {}
+    for bad in ("{", "[1]", "3", '"text"'):
+        with pytest.raises(ApiError) as caught:
+            parse_arguments(bad)
+        assert (caught.value.status, caught.value.type, caught.value.field) == (
+            422,
+            "InvalidArguments",
+            "arguments",
+        )
+
+
+def test_session_ids_are_url_safe_and_checked() -> None:
+    ids = {new_session_id() for _ in range(100)}
+    assert len(ids) == 100
+    for session_id in ids:
+        check_session_id(session_id)
+    for bad in ("", "short", "a/b" * 10, "a" * 65, "a.b" * 8, "../../etc/passwd" * 2):
+        with pytest.raises(ApiError) as caught:
+            check_session_id(bad)
+        assert caught.value.type == "UnknownSession"
+
+
+def test_call_outcome_answers() -> None:
+    ok = CallOutcome(
+        {"index": 3, "ok": True, "result": [1], "call_id": "c", "duration_ms": 0.5}, duplicate=True
+    )
+    assert ok.status == 200
+    assert ok.body() == {
+        "ok": True,
+        "result": [1],
+        "index": 3,
+        "call_id": "c",
+        "duplicate": True,
+        "duration_ms": 0.5,
+    }
+    timeout = CallOutcome({"index": 4, "ok": False, "error": {"type": "Timeout", "message": "m"}})
+    assert timeout.status == 504
+    assert (
+        CallOutcome(
+            {"index": 5, "ok": False, "error": {"type": "ToolException", "message": "m"}}
+        ).status
+        == 200
+    )
+
+
+def test_record_round_trips_through_redis_fields() -> None:
+    record = Record(
+        id="x" * 24,
+        env="e",
+        scenario=None,
+        seed=7,
+        init_config={"a": [1, "ü"]},
+        epoch=2,
+        epoch_start=5,
+        length=9,
+        step=3,
+        sandbox={"id": "s", "socket_path": "/p", "backend": "process", "instance": "i"},
+        owner="anonymous",
+        agent_token_hash="h" * 64,
+        status="active",
+        created=1.5,
+        updated=2.25,
+    )
+    assert Record.parse(record.id, record.fields()) == record
