@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from envscaler_cli import sandbox_cmd, serve_cmd
+from envscaler_cli import (
+    check_cmd,
+    envs_cmd,
+    sandbox_cmd,
+    serve_cmd,
+    session_cmd,
+)
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="EnvScaler: synthesized tool environments served from sandboxes.")
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command()(serve_cmd.serve)
+app.add_typer(envs_cmd.app, name="envs")
+app.command()(envs_cmd.scenarios)
+app.add_typer(session_cmd.app, name="session")
+app.command()(check_cmd.check)

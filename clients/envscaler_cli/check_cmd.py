@@ -1,0 +1,302 @@
+"""`envscaler check`: health-check a pool of environments, scenario by scenario, through a gateway.
+
+For every scenario of the catalogue: open a session, validate it untouched (it must score below
+1.0, or the checks do not test the task), replay the reference solution, validate again (it must
+score 1.0). The solutions come from the catalogue files, since the gateway never reveals them;
+the gateway is a running one (``--url``) or an embedded one started here on the same files.
+Scenarios without a solution (``verified: false``, e.g. imported from the EnvScaler release) are
+reported as unverified, not as failures.
+
+Validating the session before its first call is validating a fresh, untouched session, since
+validation changes nothing: one sandbox per scenario instead of two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import typer
+from envscaler_client import AsyncEnvClient, AsyncSession, EnvScalerError, SessionSpec, run_sessions
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column, Table
+from rich.text import Text
+
+from envscaler_cli._common import ApiKey, JsonOutput, err, explained, fail, out, print_json
+
+if TYPE_CHECKING:
+    from envformat.loader import Catalogue
+    from envformat.models import Scenario
+
+Status = Literal["passed", "failed", "error", "unverified"]
+"""failed: the scenario is wrong (its solution, checks or files); error: it could not be checked."""
+STATUSES: tuple[Status, ...] = ("passed", "failed", "error", "unverified")
+STYLES = {"passed": "green", "failed": "red", "error": "red", "unverified": "yellow"}
+
+GatewayUrl = Annotated[str | None, typer.Option(
+    "--url", envvar="ENVSCALER_URL", show_default=False,
+    help="A running gateway; without it, an embedded gateway is started on --catalogue.")]
+CataloguePath = Annotated[Path, typer.Option(
+    envvar="ENVSCALER_CATALOGUE", help="The environment folders (with the reference solutions).")]
+EnvFilter = Annotated[list[str] | None, typer.Option(
+    "--env", show_default=False, help="Only this environment (repeat for several).")]
+Concurrency = Annotated[int, typer.Option(min=1, help="Scenarios checked at once.")]
+
+
+@dataclass
+class Row:
+    env: str
+    scenario: str
+    split: str
+    status: Status
+    initial_reward: float | None = None
+    reward: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Target:
+    env: str
+    scenario: Scenario
+
+
+def check(url: GatewayUrl = None, api_key: ApiKey = None,
+          catalogue: CataloguePath = Path("generated_envs"), env: EnvFilter = None,
+          concurrency: Concurrency = 4, json_output: JsonOutput = False) -> None:
+    """Replay each scenario's reference solution: it must reach reward 1.0, its initial state less.
+
+    Exit status 1 when any scenario fails; scenarios without a solution are reported as unverified.
+    """
+    loaded = _load(catalogue)
+    known = sorted(set(loaded.envs) | {error.file.parent.name for error in loaded.errors})
+    selected = env or known
+    missing = [name for name in selected if name not in known]
+    if missing:
+        fail(f"no environment {', '.join(missing)} in {catalogue}",
+             f"the environments of {catalogue} are: {', '.join(known) or 'none'}")
+    rows, targets = _plan(loaded, selected)
+    if targets:
+        with _gateway(url, catalogue) as base_url, explained(base_url):
+            rows += asyncio.run(_replay_all(base_url, api_key, targets, concurrency))
+    order = {name: number for number, name in enumerate(selected)}
+    rows.sort(key=lambda row: (order[row.env], row.scenario))
+    counts = {status: sum(1 for row in rows if row.status == status) for status in STATUSES}
+    if json_output:
+        print_json({"ok": not (counts["failed"] or counts["error"]), "catalogue": str(catalogue),
+                    "gateway": url or "embedded", "summary": counts,
+                    "results": [asdict(row) for row in rows]})
+    else:
+        _report(rows)
+    if counts["failed"]:
+        err.print(f"{counts['failed']} of {len(rows)} scenarios failed. Fix the reference solution "
+                  f"or the check functions in {catalogue}/<env>/scenarios.jsonl (a scenario with "
+                  "no solution must say \"verified\": false), or the environment's files, as the "
+                  "detail says; then run `envscaler check` again.")
+    if counts["error"]:
+        err.print(f"{counts['error']} of {len(rows)} scenarios could not be checked: the gateway "
+                  "failed them (see the detail and the gateway's log); run `envscaler check` "
+                  "again once it is healthy.")
+    if counts["failed"] or counts["error"]:
+        raise typer.Exit(1)
+    if not json_output:
+        err.print(f"no scenario fails: {counts['passed']} passed, "
+                  f"{counts['unverified']} unverified", style="green")
+
+
+# ---------------------------------------------------------------- the plan
+
+def _load(catalogue: Path) -> Catalogue:
+    from envformat.loader import FormatError, load_catalogue
+
+    try:
+        return load_catalogue(catalogue)
+    except FormatError as exc:
+        fail(str(exc), "pass --catalogue PATH (or set ENVSCALER_CATALOGUE) to the folder of "
+                       "environments")
+
+
+def _plan(loaded: Catalogue, selected: list[str]) -> tuple[list[Row], list[Target]]:
+    """Rows that need no gateway (broken folders, unverified scenarios), and what to replay."""
+    rows = [Row(env=error.file.parent.name, scenario="-", split="-", status="failed",
+                detail=f"the environment does not load: {error}")
+            for error in loaded.errors if error.file.parent.name in selected]
+    targets: list[Target] = []
+    for name in selected:
+        package = loaded.envs.get(name)
+        for scenario in package.scenarios if package is not None else ():
+            if scenario.solution is None:
+                rows.append(Row(name, scenario.id, scenario.split, "unverified",
+                                detail="no reference solution to replay"))
+            else:
+                targets.append(Target(name, scenario))
+    return rows, targets
+
+
+# ---------------------------------------------------------------- the replay
+
+async def _replay_all(base_url: str, api_key: str | None, targets: list[Target],
+                      concurrency: int) -> list[Row]:
+    by_key = {(target.env, target.scenario.id): target for target in targets}
+
+    async def replay(session: AsyncSession) -> Row:
+        return await _replay(session, by_key[(session.env, session.scenario or "")])
+
+    specs = [SessionSpec(target.env, target.scenario.id) for target in targets]
+    with Progress(TextColumn("checking scenarios"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as progress:
+        bar = progress.add_task("check", total=len(targets))
+        async with AsyncEnvClient(base_url, api_key) as client:
+            await client.health()  # unreachable or refused: one explained error, not one per row
+            results = await run_sessions(client, specs, replay, concurrency=concurrency,
+                                         on_result=lambda _index, _result: progress.advance(bar))
+    return [result if isinstance(result, Row) else _error_row(target, result)
+            for target, result in zip(targets, results, strict=True)]
+
+
+async def _replay(session: AsyncSession, target: Target) -> Row:
+    before = await session.validate()
+    failed_steps = []
+    for number, step in enumerate(target.scenario.solution or (), start=1):
+        result = await session.call(step.name, step.arguments)
+        if not result.ok and result.error is not None:
+            failed_steps.append(f"step {number} {step.name} failed: {result.error.type}: "
+                                f"{result.error.message}")
+    after = await session.validate()
+    problems = []
+    if after.reward < 1.0:
+        missed = "; ".join(check.item + (f" ({check.error})" if check.error else "")
+                           for check in after.checks if not check.passed)
+        problems += [f"the solution reaches {after.reward:g}, not 1.0; failing: {missed}",
+                     *failed_steps]
+    if before.reward >= 1.0:
+        problems.append("the untouched initial state already scores 1.0: the checks do not test "
+                        "the task")
+    return Row(target.env, target.scenario.id, target.scenario.split,
+               "failed" if problems else "passed", before.reward, after.reward, "; ".join(problems))
+
+
+def _error_row(target: Target, exc: Exception) -> Row:
+    status: Status = "error"
+    detail = str(exc) if isinstance(exc, EnvScalerError) else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, EnvScalerError) and exc.type in ("UnknownEnv", "UnknownScenario"):
+        status, detail = "failed", f"{detail} (is the gateway serving the same catalogue?)"
+    return Row(target.env, target.scenario.id, target.scenario.split, status, detail=detail)
+
+
+def _report(rows: list[Row]) -> None:
+    """A table of rewards, then the details of what did not pass (too long for a table cell)."""
+    table = Table(Column("env", no_wrap=True), Column("scenario", no_wrap=True), "split",
+                  "initial", "reward", "result", title="scenario check")
+    for row in rows:
+        table.add_row(row.env, row.scenario, row.split, _reward(row.initial_reward),
+                      _reward(row.reward), Text(row.status, style=STYLES[row.status]))
+    out.print(table)
+    for row in rows:
+        if row.detail:
+            out.print(Text.assemble((f"{row.env} {row.scenario}", STYLES[row.status]),
+                                    f": {row.detail}"))
+
+
+def _reward(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+# ---------------------------------------------------------------- the gateway
+
+@contextmanager
+def _gateway(url: str | None, catalogue: Path) -> Iterator[str]:
+    if url is not None:
+        yield url
+        return
+    gateway = EmbeddedGateway(catalogue)
+    with err.status("starting an embedded gateway (the first start builds the sandbox image)"):
+        try:
+            gateway.start()
+        except Exception as exc:  # noqa: BLE001 - any start-up failure is explained, not traced
+            gateway.stop()
+            fail(f"the embedded gateway did not start: {type(exc).__name__}: {exc}",
+                 "run ./scripts/bootstrap (Docker engine, redis-server, sandbox image), or pass "
+                 "--url of a running gateway")
+    try:
+        yield gateway.url
+    finally:
+        gateway.stop()
+
+
+class EmbeddedGateway:
+    """The gateway (``server.app.create_app``) under uvicorn in a background thread, on a free
+    loopback port, with a throw-away Redis of its own and no API keys.
+
+    The app's lifespan runs in that thread around uvicorn, so a start-up failure (no Docker, no
+    image) reaches `start` as an exception rather than a log line; stopping ends the lifespan,
+    which kills the gateway's sandboxes.
+    """
+
+    def __init__(self, catalogue: Path) -> None:
+        self.catalogue = catalogue.resolve()
+        self.url = ""
+        self._tmp = tempfile.TemporaryDirectory(prefix="envscaler-check-")
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._redis: Any = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        from server.embedded_redis import EmbeddedRedis
+
+        self._redis = EmbeddedRedis(Path(self._tmp.name), persistent=False).start()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))  # bound here, so the port cannot be taken meanwhile
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._run, args=(sock,), daemon=True,
+                                        name="envscaler-check-gateway")
+        self._thread.start()
+        self._started.wait()
+        if isinstance(self._error, Exception):
+            raise self._error
+        if self._error is not None:  # uvicorn exits (SystemExit) when it cannot serve
+            raise RuntimeError(f"the server exited: {self._error!r}") from self._error
+
+    def _run(self, sock: socket.socket) -> None:
+        try:
+            asyncio.run(self._serve(sock))
+        except BaseException as exc:  # noqa: BLE001 - handed to the thread that called start
+            self._error = exc
+        finally:
+            sock.close()
+            self._started.set()
+
+    async def _serve(self, sock: socket.socket) -> None:
+        import uvicorn
+
+        from server.app import create_app
+        from server.settings import Settings
+
+        settings = Settings(catalogue=self.catalogue, redis_url=self._redis.url, api_keys=[],
+                            log_level="WARNING")
+        app = create_app(settings)
+        async with app.router.lifespan_context(app):
+            self._server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning"))
+            serving = asyncio.create_task(self._server.serve(sockets=[sock]))
+            while not self._server.started and not serving.done():
+                await asyncio.sleep(0.02)
+            if not serving.done():  # else it failed: awaiting it raises, and _run reports that
+                self._started.set()
+            await serving
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join()
+        if self._redis is not None:
+            self._redis.stop()
+        self._tmp.cleanup()
