@@ -18,8 +18,13 @@ def main(argv: list[str] | None = None) -> None:
     socket_path: Path = parser.parse_args(argv).socket
     host = EnvHost(determinism.install())  # after the imports above bound the real clocks
     socket_path.unlink(missing_ok=True)  # left by a runtime that died before cleaning up
-    server = RuntimeServer(str(socket_path), host)
-    os.chmod(socket_path, 0o777)  # the gateway connects as another user than the sandbox's
+    # The gateway connects as another user than the sandbox's, so the socket must be 0o777. It is
+    # created so under umask 0 rather than chmod-ed after: gVisor refuses chmod on a host socket.
+    previous = os.umask(0)
+    try:
+        server = RuntimeServer(str(socket_path), host)
+    finally:
+        os.umask(previous)
     print(f"envscaler runtime pid {os.getpid()} listening on {socket_path}", file=sys.stderr,
           flush=True)
     server.serve_forever()
