@@ -8,6 +8,7 @@ can leak from one session to the next.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -138,8 +139,11 @@ class SandboxPool:
         return min(self.config.pool_size - len(self._ready), self.config.max_sandboxes - self._live)
 
     async def close(self) -> None:
+        """Stop refilling (waiting for creations in flight to clean up), then kill everything."""
         if self._refiller is not None:
             self._refiller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refiller
         while self._ready:
             await self._ready.popleft().destroy()
         await self.backend.close()

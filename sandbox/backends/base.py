@@ -2,8 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox.errors import SandboxUnavailable
+
+SOCKET_NAME = "runtime.sock"
+SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
+
+
+def make_socket_dir(directory: Path) -> Path:
+    """Create a sandbox's private socket directory (world-writable: the runtime runs as another
+    user) and return the socket path in it; refuse paths the kernel could not bind."""
+    socket_path = directory / SOCKET_NAME
+    if len(os.fsencode(socket_path)) > SOCKET_PATH_MAX:
+        raise SandboxUnavailable(f"socket path {socket_path} is longer than {SOCKET_PATH_MAX} "
+                                 "bytes; choose a shorter ENVSCALER_SOCKET_ROOT")
+    directory.mkdir(parents=True)
+    directory.chmod(0o777)  # mkdir's mode is masked by the umask
+    return socket_path
 
 
 @dataclass(frozen=True)

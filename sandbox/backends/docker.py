@@ -18,7 +18,7 @@ import docker
 from docker.errors import APIError, DockerException, NotFound
 from requests.exceptions import ReadTimeout
 
-from sandbox.backends.base import SandboxBackend, SandboxHandle
+from sandbox.backends.base import SandboxBackend, SandboxHandle, make_socket_dir
 from sandbox.client import wait_for_runtime
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxGone, SandboxUnavailable
@@ -91,21 +91,24 @@ class DockerBackend(SandboxBackend):
     async def create(self, labels: dict[str, str]) -> SandboxHandle:
         sandbox_id = secrets.token_hex(8)
         directory = self._socket_dir(sandbox_id)
-        directory.mkdir(parents=True, mode=0o777)
-        directory.chmod(0o777)  # the runtime runs as nobody; mkdir's mode is masked by the umask
-        container_id = None
+        socket_path = make_socket_dir(directory)
+        # A worker thread cannot be cancelled: shielding it lets a cancelled create still learn
+        # the id of the container the thread goes on to start, and remove it.
+        starting = asyncio.ensure_future(
+            asyncio.to_thread(self._create_and_start, sandbox_id, directory, labels))
         try:
-            container_id = await asyncio.to_thread(self._create_and_start, sandbox_id, directory, labels)
-            handle = SandboxHandle(id=container_id, socket_path=str(directory / "runtime.sock"),
+            handle = SandboxHandle(id=await asyncio.shield(starting), socket_path=str(socket_path),
                                    backend=self.name, instance=self.instance)
             await wait_for_runtime(handle.socket_path, self.config.start_timeout, lambda: None)
             return handle
         except BaseException as exc:
-            reason = await self._logs_tail(container_id) if container_id else ""
+            container_id = await _result_or_none(starting)
+            failed = isinstance(exc, (DockerException, SandboxGone, TimeoutError))
+            reason = await self._logs_tail(container_id) if container_id and failed else ""
             if container_id:
                 await asyncio.to_thread(self._remove, container_id)
             shutil.rmtree(directory, ignore_errors=True)
-            if isinstance(exc, (DockerException, SandboxGone, TimeoutError)):
+            if failed:
                 raise SandboxUnavailable(f"sandbox did not start: {exc}\n{reason}".strip()) from exc
             raise
 
@@ -209,3 +212,10 @@ class DockerBackend(SandboxBackend):
         await super().close()
         shutil.rmtree(self.config.socket_root / self.instance, ignore_errors=True)
         await self.heartbeat.stop()
+
+
+async def _result_or_none(task: asyncio.Future[str]) -> str | None:
+    try:
+        return await task
+    except (DockerException, OSError):  # requests' errors are OSErrors
+        return None

@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox.backends.base import SandboxBackend, SandboxHandle
+from sandbox.backends.base import SOCKET_NAME, SandboxBackend, SandboxHandle, make_socket_dir
 from sandbox.client import wait_for_runtime
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxGone, SandboxUnavailable
@@ -35,10 +35,9 @@ from sandbox.heartbeat import Heartbeat
 log = logging.getLogger(__name__)
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the directory that contains `sandbox/`
-SOCKET_NAME, PID_NAME, LOG_NAME = "runtime.sock", "runtime.pid", "runtime.log"
+PID_NAME, LOG_NAME = "runtime.pid", "runtime.log"
 MAX_OPEN_FILES = 256
 MAX_FILE_BYTES = 64 * 1024 * 1024  # bounds runtime.log against env code printing forever
-SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
 _STDERR_TAIL_BYTES = 2000
 _READY_POLL_SECONDS = 0.02
 _REAP_POLL_SECONDS = 0.002
@@ -111,12 +110,7 @@ class ProcessBackend(SandboxBackend):
         self._reap_exited()
         sandbox_id = secrets.token_hex(8)
         directory = self.directory / sandbox_id
-        socket_path = directory / SOCKET_NAME
-        if len(os.fsencode(socket_path)) > SOCKET_PATH_MAX:
-            raise SandboxUnavailable(f"socket path {socket_path} is longer than {SOCKET_PATH_MAX} "
-                                     "bytes; choose a shorter socket_root")
-        directory.mkdir(parents=True)
-        directory.chmod(0o777)
+        socket_path = make_socket_dir(directory)
         handle = SandboxHandle(sandbox_id, str(socket_path), self.name, self.instance)
         try:  # on the loop's thread, on purpose: see the class docstring (PR_SET_PDEATHSIG)
             with open(directory / LOG_NAME, "wb") as log_file:  # noqa: ASYNC230 - local, instant
