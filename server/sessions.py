@@ -410,11 +410,23 @@ class SessionService:
                 exc,
             )
             return None
-        if isinstance(info, dict) and info.get("loaded") is False:
+        if not isinstance(info, dict) or info.get("loaded") is False:
             log.warning(
                 "session sandbox lost its environment session=%s sandbox=%s",
                 record.id,
                 sandbox.id[:12],
+            )
+            await self._destroy_quietly(sandbox)
+            return None
+        if info.get("executed") != record.executed:
+            # A gateway died between running a call and recording it: the sandbox holds effects
+            # that the trajectory lacks, so it is discarded and the session rebuilt by replay.
+            log.warning(
+                "session sandbox ran unrecorded calls session=%s sandbox=%s executed=%s recorded=%d",
+                record.id,
+                sandbox.id[:12],
+                info.get("executed"),
+                record.executed,
             )
             await self._destroy_quietly(sandbox)
             return None
@@ -581,6 +593,7 @@ class SessionService:
             epoch_start=0,
             length=0,
             step=0,
+            executed=0,
             sandbox=sandbox.handle.to_dict(),
             owner=caller.owner,
             agent_token_hash=token_hash(agent_token),
@@ -658,7 +671,8 @@ class SessionService:
             self.catalogue.validate_arguments(env, name, arguments)
             entry = await self._execute(record, env, held.lock, name, arguments, call_id)
             record.step += 1
-            fields = {"step": str(record.step)}
+            record.executed += bool(entry.get("replay"))
+            fields = {"step": str(record.step), "executed": str(record.executed)}
             if record.sandbox is None:
                 fields["sandbox"] = ""  # it died during the call; the next request rebuilds
             try:
@@ -930,8 +944,9 @@ class SessionService:
             assert sandbox is not None
             record.epoch += 1
             record.scenario, record.seed, record.init_config = scenario_id, new_seed, init_config
-            record.epoch_start, record.step, record.sandbox = (
+            record.epoch_start, record.step, record.executed, record.sandbox = (
                 record.length + 1,
+                0,
                 0,
                 sandbox.handle.to_dict(),
             )
@@ -952,6 +967,7 @@ class SessionService:
                 "epoch": str(record.epoch),
                 "epoch_start": str(record.epoch_start),
                 "step": "0",
+                "executed": "0",
                 "sandbox": dumps(record.sandbox),
             }
             try:

@@ -17,6 +17,8 @@ Keys
     ``epoch_start``       index in the ``:calls`` list of the current epoch's first call
     ``length``            length of the ``:calls`` list (the next entry's index)
     ``step``              tool calls recorded in the current epoch
+    ``executed``          calls of the current epoch that ran in the sandbox (``replay`` true); a
+                          sandbox whose runtime reports another count is not attached to
     ``sandbox``           JSON of the live sandbox's handle (``SandboxHandle.to_dict``), or empty
     ``owner``             fingerprint of the API key that created it (``anonymous`` without keys)
     ``agent_token_hash``  hex sha256 of the session's agent token (the token itself is never stored)
@@ -107,6 +109,7 @@ class Record:
     epoch_start: int
     length: int
     step: int
+    executed: int
     sandbox: dict[str, str] | None
     owner: str
     agent_token_hash: str
@@ -127,6 +130,7 @@ class Record:
             epoch_start=int(raw.get("epoch_start", 0)),
             length=int(raw.get("length", 0)),
             step=int(raw.get("step", 0)),
+            executed=int(raw.get("executed", 0)),
             sandbox=json.loads(sandbox) if sandbox else None,
             owner=raw.get("owner", ""),
             agent_token_hash=raw.get("agent_token_hash", ""),
@@ -145,6 +149,7 @@ class Record:
             "epoch_start": str(self.epoch_start),
             "length": str(self.length),
             "step": str(self.step),
+            "executed": str(self.executed),
             "sandbox": dumps(self.sandbox) if self.sandbox else "",
             "owner": self.owner,
             "agent_token_hash": self.agent_token_hash,

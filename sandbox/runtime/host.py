@@ -64,6 +64,9 @@ class EnvHost:
     def __init__(self, determinism: Determinism) -> None:
         self._determinism = determinism
         self._env: _Environment | None = None
+        # Tool calls that ran since the last load or reset. ``ping`` reports it, so that a gateway
+        # attaching to this sandbox can tell whether it ran a call its trajectory lacks.
+        self.executed = 0
 
     @property
     def loaded(self) -> bool:
@@ -113,6 +116,7 @@ class EnvHost:
         except TypeError as exc:
             raise OperationError("ArgumentError", f"{name}: {exc}") from None
         self._determinism.clock.advance_call()
+        self.executed += 1
         try:
             result = method(**arguments)
         except BaseException as exc:  # noqa: BLE001 - env code's SystemExit is a tool error too
@@ -137,6 +141,7 @@ class EnvHost:
 
     def _build(self, blueprint: _Blueprint) -> _Environment:
         self._determinism.reseed(blueprint.seed, blueprint.start_ns)
+        self.executed = 0
         instance = _instantiate(blueprint)
         try:
             initial_state = dumps(_state(instance))

@@ -6,7 +6,8 @@ Requests are objects with an ``op`` field; replies are ``{"ok": true, "result": 
 
 Operations (fields beyond ``op``):
 
-- ``ping``                                   -> ``{"pid", "loaded"}``
+- ``ping``                                   -> ``{"pid", "loaded", "executed"}`` (tool calls run
+                                                since the last load or reset)
 - ``load``  ``source, class_name, tools, init_config, seed``
             [, ``max_result_bytes``, ``clock_start`` (ISO 8601; default 2025-01-01T09:00:00Z)]
                                               -> ``{"tools": [...]}``

@@ -87,7 +87,8 @@ class RuntimeServer(socketserver.ThreadingUnixStreamServer):
         try:
             op, fields = parse_request(request)
             if op == "ping":
-                return protocol.ok({"pid": os.getpid(), "loaded": self.host.loaded})
+                return protocol.ok({"pid": os.getpid(), "loaded": self.host.loaded,
+                                    "executed": self.host.executed})
             with self.env_lock:
                 return protocol.ok(getattr(self.host, op)(**fields))
         except OperationError as exc:

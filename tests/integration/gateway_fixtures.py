@@ -1,8 +1,9 @@
 """Shared pieces of the gateway tests: a catalogue, settings, in-process and subprocess gateways.
 
 Everything is real: the Redis is the suite's redis-server (tests/conftest.py), sandboxes are real
-runtimes (ProcessBackend by default; ``ENVSCALER_TEST_SANDBOX_BACKEND=docker`` runs the same tests
-on Docker), and environment code only ever runs inside them, never in the test process.
+runtimes, and every gateway test runs on each backend of ``ENVSCALER_TEST_SANDBOX_BACKENDS``
+(default ``docker,process``); environment code only ever runs inside them, never in the test
+process.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from tests.conftest import TEST_LABELS
 __all__ = ["backend_kwargs", "catalogue_root", "make_settings", "redis_client"]  # the fixtures
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-BACKEND = os.environ.get("ENVSCALER_TEST_SANDBOX_BACKEND", "process")
+BACKENDS = os.environ.get("ENVSCALER_TEST_SANDBOX_BACKENDS", "docker,process").split(",")
+BACKEND = BACKENDS[0]  # for tests that run once, e.g. the fuzz run
 LIBRARY = "library_loans"
 COUNTER = "counter_lab"
 
@@ -228,10 +230,10 @@ def catalogue_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_catalogue(tmp_path_factory.mktemp("catalogue") / "envs")
 
 
-@pytest.fixture
+@pytest.fixture(params=BACKENDS)
 def backend_kwargs(request: pytest.FixtureRequest, socket_root: Path) -> dict[str, Any]:
     """Settings of the sandbox backend under test."""
-    if BACKEND == "docker":
+    if request.param == "docker":
         return {
             "sandbox_backend": "docker",
             "sandbox_image": request.getfixturevalue("sandbox_image"),
@@ -361,6 +363,7 @@ class GatewayProcess:
     """A gateway in its own process (uvicorn), for restarts and several gateways on one Redis."""
 
     def __init__(self, settings: Settings, labels: dict[str, str], log_path: Path) -> None:
+        self.backend = settings.sandbox_backend
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -421,7 +424,7 @@ class GatewayProcess:
     def remove_sandboxes(self, socket_root: Path) -> None:
         """Remove what killed instances left (other gateways would reap it, but later)."""
         for instance in self.instances:
-            if BACKEND == "docker":
+            if self.backend == "docker":
                 import docker
 
                 client = docker.from_env()

@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 from envformat.loader import load_env
+from sandbox.backends import SandboxHandle, make_backend
+from sandbox.sandbox import Sandbox
 from tests.conftest import TEST_LABELS
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import (
-    BACKEND,
     COUNTER,
     LIBRARY,
     REPO_ROOT,
@@ -260,7 +261,7 @@ async def test_gateway_restart_mid_session_keeps_state_by_replay(
             before = await state(client, session_id)
         handle = sandbox_handle(redis_client, session_id)
         gateway.kill()
-        if BACKEND == "process":  # process sandboxes die with their gateway; containers may not
+        if settings.sandbox_backend == "process":  # these die with their gateway; containers may not
             deadline = time.monotonic() + 5
             while sandbox_alive(handle, Path(settings.socket_root)):
                 assert time.monotonic() < deadline, "the sandbox outlived its gateway"
@@ -275,10 +276,32 @@ async def test_gateway_restart_mid_session_keeps_state_by_replay(
             ] == 1.0
             trajectory = await entries(client, session_id)
             assert [e["name"] for e in trajectory] == [s.name for s in SCENARIO.solution]
-            if BACKEND == "process":
+            if settings.sandbox_backend == "process":
                 metrics = (await client.get("/metrics")).text
                 assert metric(metrics, "envscaler_session_rebuilds_total") == 1.0
                 assert metric(metrics, "envscaler_replay_mismatches_total") == 0.0
     finally:
         gateway.stop()
         gateway.remove_sandboxes(Path(settings.socket_root))
+
+
+async def test_sandbox_that_ran_an_unrecorded_call_is_not_attached(make_settings, redis_client) -> None:
+    """A gateway that dies between running a call and recording it leaves a sandbox ahead of the
+    trajectory. Another gateway must not attach to it: it rebuilds, and the stray effect is gone."""
+    settings = make_settings()
+    async with running_gateway(settings) as (_, first):
+        session_id = await new_session(first, scenario="counter-1")
+        await call(first, session_id, "increment", {"name": "a"})
+        recorded = await state(first, session_id)
+        handle = sandbox_handle(redis_client, session_id)
+        stray = Sandbox(SandboxHandle.from_dict(handle),
+                        make_backend(settings.sandbox_config(image=settings.sandbox_image or ""), "stray"))
+        try:
+            await stray.call("increment", {"name": "a"}, timeout=5)  # runs, never recorded
+        finally:
+            stray.client.close()
+        async with running_gateway(make_settings()) as (_, second):
+            assert await state(second, session_id) == recorded
+            answer = await call(second, session_id, "increment", {"name": "a"})
+            assert answer["result"]["data"] == {"name": "a", "before": 2, "value": 3}
+        assert sandbox_handle(redis_client, session_id)["id"] != handle["id"]
