@@ -68,6 +68,7 @@ def test_record_round_trips_through_redis_fields() -> None:
         epoch_start=5,
         length=9,
         step=3,
+        executed=2,
         sandbox={"id": "s", "socket_path": "/p", "backend": "process", "instance": "i"},
         owner="anonymous",
         agent_token_hash="h" * 64,
