@@ -7,9 +7,11 @@ import typer
 from envscaler_cli import (
     check_cmd,
     envs_cmd,
+    gate_cmd,
     sandbox_cmd,
     serve_cmd,
     session_cmd,
+    synth_cmd,
 )
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -20,3 +22,5 @@ app.add_typer(envs_cmd.app, name="envs")
 app.command()(envs_cmd.scenarios)
 app.add_typer(session_cmd.app, name="session")
 app.command()(check_cmd.check)
+app.add_typer(synth_cmd.app, name="synth")
+app.command()(gate_cmd.gate)

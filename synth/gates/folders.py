@@ -1,0 +1,101 @@
+"""The gates run on environment folders, for ``envscaler gate PATH...``.
+
+Per environment: the format (the catalogue loader's rules), the static gate, the executable gate
+(with the first scenario's ``init_config``, or an empty one), and the scenario gate for every
+scenario. When the static gate fails, nothing of the code is run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envformat import FormatError, Scenario, load_env
+from envformat.loader import ENV_SCENARIOS
+from synth.catalogue import EnvFolderError, read_env
+from synth.errors import TransientFailure
+from synth.gates.executable import executable_gate
+from synth.gates.report import GateResult, Problem
+from synth.gates.scenario import ScenarioSpec, scenario_gate
+from synth.gates.static import static_gate
+from synth.sandboxes import INFRASTRUCTURE, SandboxHub
+
+STATIC_FAILED = "the static gate failed, so the code was not run"
+
+
+@dataclass
+class EnvGateReport:
+    path: Path
+    env_id: str
+    format_error: str | None = None
+    static: GateResult | None = None
+    executable: GateResult | None = None
+    scenarios: dict[str, GateResult] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return (self.format_error is None and self.static is not None and self.static.passed
+                and (self.executable is None or self.executable.passed)
+                and all(result.passed for result in self.scenarios.values()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"env": self.env_id, "path": str(self.path), "passed": self.passed,
+                "format": {"passed": self.format_error is None,
+                           **({"error": self.format_error} if self.format_error else {})},
+                "static": self.static.to_dict() if self.static else None,
+                "executable": self.executable.to_dict() if self.executable else None,
+                "scenarios": {scenario_id: result.to_dict()
+                              for scenario_id, result in sorted(self.scenarios.items())}}
+
+
+async def gate_folder(folder: Path, hub: SandboxHub | None, *, seed: int = 0, valid_cases: int = 3,
+                      executable: bool = True, scenarios: bool = True,
+                      wrong_types: str = "fail") -> EnvGateReport:
+    report = EnvGateReport(path=folder, env_id=folder.name)
+    try:
+        code, _manifest = read_env(folder)
+    except EnvFolderError as exc:
+        report.format_error = str(exc)
+        return report
+    report.env_id = code.env_id
+    loaded: tuple[Scenario, ...] = ()
+    if (folder / ENV_SCENARIOS).exists():
+        try:
+            loaded = load_env(folder).scenarios
+        except FormatError as exc:
+            report.format_error = str(exc)
+    report.static = static_gate(code.source, code.class_name)
+    if not report.static.passed:
+        report.executable = GateResult(gate="executable", skipped=STATIC_FAILED)
+        return report
+    if hub is None:
+        return report
+    if executable:
+        init_config = loaded[0].init_config if loaded else {}
+        try:
+            async with hub.sandbox(f"gate-{code.env_id}") as box:
+                report.executable = await executable_gate(
+                    box, source=code.source, class_name=code.class_name, tools=code.tools,
+                    init_config=init_config, seed=seed, limits=hub.limits,
+                    valid_cases=valid_cases, wrong_types=wrong_types)
+        except TransientFailure as exc:
+            report.executable = GateResult("executable", [Problem(INFRASTRUCTURE, str(exc))])
+        report.executable.details["init_config"] = \
+            f"scenario {loaded[0].id}" if loaded else "empty"
+    if scenarios:
+        for scenario in loaded:
+            spec = ScenarioSpec(
+                init_config=scenario.init_config, items=[item.item for item in scenario.checklist],
+                checks=[item.check_func for item in scenario.checklist],
+                solution=None if scenario.solution is None else
+                [call.model_dump() for call in scenario.solution])
+            try:
+                async with hub.sandbox(f"gate-{scenario.id}") as box:
+                    report.scenarios[scenario.id] = await scenario_gate(
+                        box, source=code.source, class_name=code.class_name,
+                        tool_names=code.tool_names, scenario=spec, seed=seed, limits=hub.limits)
+            except TransientFailure as exc:
+                report.scenarios[scenario.id] = GateResult(
+                    "scenario", [Problem(INFRASTRUCTURE, str(exc))])
+    return report

@@ -1,0 +1,104 @@
+"""Sandboxes for the gates: generated code runs only there, never in the synthesis process.
+
+``SandboxHub`` wraps a backend and a warm pool (the same ``sandbox`` package the gateway uses) and
+hands out one fresh sandbox per use, destroyed afterwards; ``limit`` bounds how many are in use.
+A sandbox that cannot be started is a ``TransientFailure``: the item is tried again by a next run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Self
+
+from sandbox.backends import make_backend
+from sandbox.config import SandboxConfig
+from sandbox.errors import SandboxError
+from sandbox.pool import SandboxPool
+from sandbox.sandbox import Sandbox
+from synth.errors import TransientFailure
+
+INFRASTRUCTURE = "infrastructure"  # the rule of gate problems that are the sandbox's, not the code's
+
+
+def is_infrastructure_fault(kind: str) -> bool:
+    """A runtime error type that means the runtime itself failed (not the environment's code)."""
+    return kind == "RuntimeError"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Deadlines and sizes for work in a sandbox (from ``ENVSCALER_*`` settings)."""
+
+    call_timeout: float = 5.0
+    load_timeout: float = 10.0
+    check_timeout: float = 2.0
+    max_result_bytes: int = 1_048_576
+
+
+class SandboxHub:
+    def __init__(self, config: SandboxConfig, limits: Limits, *, limit: int = 4,
+                 instance: str | None = None) -> None:
+        self.config = replace(config, pool_size=min(config.pool_size, limit))
+        self.limits = limits
+        self.instance = instance or f"synth-{secrets.token_hex(4)}"
+        self._limit = asyncio.Semaphore(limit)
+        self._pool: SandboxPool | None = None
+        self._claims = 0
+
+    @classmethod
+    def from_environment(cls, *, limit: int, labels: dict[str, str] | None = None) -> SandboxHub:
+        """Sandboxes as configured by ``ENVSCALER_SANDBOX_*``; the Docker image is built when the
+        configuration names none (as ``envscaler serve`` does)."""
+        from server.settings import Settings
+
+        settings = Settings()
+        image = settings.sandbox_image or ""
+        if settings.sandbox_backend == "docker" and not image:
+            import docker
+
+            from sandbox.image import ensure_image
+
+            image = ensure_image(docker.from_env(), settings.sandbox_base_image)
+        limits = Limits(call_timeout=settings.call_timeout, load_timeout=settings.load_timeout,
+                        check_timeout=settings.check_timeout,
+                        max_result_bytes=settings.max_result_bytes)
+        config = settings.sandbox_config(image=image, labels=labels)
+        return cls(config, limits, limit=limit, instance=f"synth-{settings.instance}")
+
+    async def start(self) -> Self:
+        if self._pool is None:
+            self._pool = SandboxPool(make_backend(self.config, self.instance), self.config,
+                                     name="synth")
+            await self._pool.start()
+        return self
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def sandbox(self, purpose: str) -> AsyncIterator[Sandbox]:
+        """A fresh sandbox for one job; destroyed when the job ends, whatever happened."""
+        await self.start()
+        assert self._pool is not None
+        async with self._limit:
+            self._claims += 1
+            try:
+                box = await self._pool.claim(f"{purpose[:40]}-{self._claims}")
+            except SandboxError as exc:  # engine down, capacity, start-up failure
+                raise TransientFailure(f"no sandbox could be started: {exc}") from exc
+            try:
+                yield box
+            finally:
+                await box.destroy()

@@ -1,0 +1,1 @@
+"""ScenGenerator: per environment, initial states, tasks, checklists, checks and reference solutions."""

@@ -1,0 +1,1 @@
+"""SkelBuilder: task descriptions -> topics -> environment classes -> quality-gated skeletons."""
