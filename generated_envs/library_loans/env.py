@@ -159,6 +159,8 @@ class LibraryLoanSystem:
         Returns:
             dict: {"success": True, "data": List[BookInfo]} (possibly empty).
         """
+        if not isinstance(query, str) or not isinstance(available_only, bool):
+            return {"success": False, "error": "query must be a string and available_only a boolean."}
         needle = query.strip().lower()
         if not needle:
             return {"success": False, "error": "Query must not be empty."}
@@ -204,6 +206,8 @@ class LibraryLoanSystem:
         Returns:
             dict: {"success": True, "data": List[LoanInfo plus "title" and "days_overdue"]}.
         """
+        if not isinstance(include_returned, bool):
+            return {"success": False, "error": "include_returned must be a boolean."}
         if member_id not in self.members:
             return {"success": False, "error": "Member not found."}
         today = self._today()
@@ -230,6 +234,8 @@ class LibraryLoanSystem:
         Returns:
             dict: {"success": True, "data": List[HoldInfo]} ordered by when they were placed.
         """
+        if not all(value is None or isinstance(value, str) for value in (member_id, book_id)):
+            return {"success": False, "error": "member_id and book_id must be strings."}
         holds = [dict(hold) for hold in self.holds.values()
                  if hold["status"] in ("waiting", "ready")
                  and (member_id is None or hold["member_id"] == member_id)
@@ -247,6 +253,8 @@ class LibraryLoanSystem:
         Returns:
             dict: {"success": True, "data": {"fines": List[FineInfo], "unpaid_balance": float}}.
         """
+        if not isinstance(include_paid, bool):
+            return {"success": False, "error": "include_paid must be a boolean."}
         if member_id not in self.members:
             return {"success": False, "error": "Member not found."}
         fines = [dict(fine) for fine in self.fines.values()
@@ -499,6 +507,8 @@ class LibraryLoanSystem:
             return {"success": False, "error": "Member not found."}
         if email is None and phone is None:
             return {"success": False, "error": "Provide an email and/or a phone number."}
+        if not all(value is None or isinstance(value, str) for value in (email, phone)):
+            return {"success": False, "error": "email and phone must be strings."}
         if email is not None and ("@" not in email or "." not in email.split("@")[-1]):
             return {"success": False, "error": "Invalid email address."}
         if phone is not None:

@@ -118,7 +118,9 @@ class ProcessBackend(SandboxBackend):
                     [sys.executable, "-s", "-m", "sandbox.runtime", "--socket", str(socket_path)],
                     cwd=PACKAGE_PARENT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                     stderr=log_file, start_new_session=True,
-                    env={"PYTHONHASHSEED": "0", "TZ": "UTC",
+                    # glibc reserves 64 MiB of address space per thread's malloc arena: under
+                    # RLIMIT_AS that starves the runtime's threads, so arenas are capped.
+                    env={"PYTHONHASHSEED": "0", "TZ": "UTC", "MALLOC_ARENA_MAX": "2",
                          "PATH": os.environ.get("PATH", os.defpath)},
                     preexec_fn=functools.partial(  # noqa: PLW1509 - only system calls in it
                         _limit_child, os.getpid(), self._memory_bytes))
