@@ -67,6 +67,7 @@ class SandboxPool:
         self._creating = asyncio.Semaphore(config.create_concurrency)
         self._wanted = asyncio.Event()
         self._refiller: asyncio.Task[None] | None = None
+        self._naming: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         await self.backend.start()
@@ -83,8 +84,15 @@ class SandboxPool:
             sandbox = self._ready.popleft()
             self._wanted.set()
             if await self._answers(sandbox):
+                self._name_later(sandbox, session_id)
                 return sandbox
         return await self._create({"envscaler.session": session_id}, cold=True)
+
+    def _name_later(self, sandbox: Sandbox, session_id: str) -> None:
+        """Name the sandbox after its session off the claim's path (an engine round trip)."""
+        task = asyncio.create_task(self.backend.name_session(sandbox.handle, session_id))
+        self._naming.add(task)
+        task.add_done_callback(self._naming.discard)
 
     async def _answers(self, sandbox: Sandbox) -> bool:
         try:
@@ -146,4 +154,5 @@ class SandboxPool:
                 await self._refiller
         while self._ready:
             await self._ready.popleft().destroy()
+        await asyncio.gather(*self._naming, return_exceptions=True)
         await self.backend.close()

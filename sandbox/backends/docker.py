@@ -138,6 +138,14 @@ class DockerBackend(SandboxBackend):
         await asyncio.to_thread(self._remove, handle.id)
         shutil.rmtree(Path(handle.socket_path).parent, ignore_errors=True)
 
+    async def name_session(self, handle: SandboxHandle, session_id: str) -> None:
+        """Rename the container to end with the session id: Docker labels cannot change."""
+        name = f"envscaler-{self.instance}-{Path(handle.socket_path).parent.name}-{session_id}"
+        try:
+            await asyncio.to_thread(self.client.api.rename, handle.id, name)
+        except DockerException as exc:  # gone already, or a name Docker refuses: only cosmetic
+            log.debug("renaming sandbox %s failed: %s", handle.id[:12], exc)
+
     async def is_running(self, handle: SandboxHandle) -> bool:
         state = await self._state(handle.id)
         return bool(state and state.get("Running"))

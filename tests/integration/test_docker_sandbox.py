@@ -187,7 +187,7 @@ async def test_killed_container_is_noticed_on_the_next_call(pool: SandboxPool, d
         await sandbox.call("record", {"label": "x"}, timeout=5)
 
 
-async def test_warm_pool_fills_and_refills(docker_config: SandboxConfig) -> None:
+async def test_warm_pool_fills_and_refills(docker_config: SandboxConfig, docker_client) -> None:  # type: ignore[no-untyped-def]
     config = dataclasses.replace(docker_config, pool_size=2)
     pool = SandboxPool(DockerBackend(config, new_instance()), config)
     await pool.start()
@@ -200,6 +200,13 @@ async def test_warm_pool_fills_and_refills(docker_config: SandboxConfig) -> None
         claimed = await pool.claim("s1")
         assert pool.stats().ready == 1
         await claimed.ping()
+        for _ in range(100):  # renamed after the claim, off its path
+            if docker_client.containers.get(claimed.id).name.endswith("-s1"):
+                break
+            await asyncio.sleep(0.05)
+        container = docker_client.containers.get(claimed.id)
+        assert container.name.endswith("-s1")
+        assert container.labels["envscaler.pool"] == "default"
         for _ in range(100):
             if pool.stats().ready == 2:
                 break
