@@ -18,6 +18,7 @@ from typing import Any
 
 from synth.transcript import canonical_json
 
+DEFAULT_NAME = ".synth"  # the work directory inside an output folder (dot: the loader skips it)
 OK = "ok"
 DROPPED = "dropped"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")

@@ -15,11 +15,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from synth.workdir import DEFAULT_NAME as WORKDIR_NAME
+
 app = typer.Typer(no_args_is_help=True,
                   help="Synthesize environments (skel), scenarios (scen) or both (all); resumable.")
 console = Console(stderr=True)
 
-WORKDIR_NAME = ".synth"
 Tasks = Annotated[Path, typer.Option(exists=True, dir_okay=False,
                                       help="JSON list or JSONL of task descriptions")]
 Mode = Annotated[str | None, typer.Option(
@@ -158,6 +159,33 @@ def all_(tasks: Tasks,
     result = _run(run_all(settings, tasks=tasks, out=out, workdir=work, dual=dual_check,
                           stop_after=stop_after, overwrite=overwrite, console=console))
     _finish(result)
+
+
+RunDir = Annotated[Path, typer.Argument(exists=True, file_okay=False, help=(
+    "run directory: settings.json, tasks.jsonl, replies/, transcript.jsonl"))]
+RunOut = Annotated[Path, typer.Option(help="the catalogue folder to write environments into")]
+
+
+@app.command()
+def record(run_dir: RunDir, out: RunOut) -> None:
+    """Record a run from its reply files (replies/) into its transcript.jsonl, writing the
+    environments to OUT."""
+    from synth.record import RecordError, record_run
+
+    try:
+        result = _run(record_run(run_dir, out, console=console))
+    except RecordError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    _finish(result)
+
+
+@app.command()
+def replay(run_dir: RunDir, out: RunOut) -> None:
+    """Regenerate a run's environments from its transcript.jsonl alone, offline."""
+    from synth.record import replay_run
+
+    _finish(_run(replay_run(run_dir, out, console=console)))
 
 
 @app.command(name="replay-server")

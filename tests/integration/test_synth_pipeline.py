@@ -21,7 +21,8 @@ from envformat import derive_tools, load_env, sync_manifest
 from sandbox.config import SandboxConfig
 from synth import PIPELINE_VERSION
 from synth.pipeline import RunResult, run_all, run_scen, run_skel
-from synth.replay_server import ReplayServer, ScriptedServer
+from synth.record import record_run, replay_run
+from synth.replay_server import ReplayServer
 from synth.sandboxes import Limits, SandboxHub
 from synth.settings import SynthSettings
 from synth.transcript import Transcript
@@ -254,16 +255,24 @@ async def test_skel_then_scen_give_the_same_catalogue_as_all(full_run, tmp_path:
 
 async def test_the_fixture_transcript_is_current(tmp_path: Path, hub: SandboxHub) -> None:
     """Recording again from the hand-written replies gives the same transcript: the prompts and
-    the code have not drifted from what was recorded (else run tests/fixtures/synth/record.py)."""
-    path = tmp_path / "transcript.jsonl"
-    with ScriptedServer(FIXTURES / "replies") as scripted:
-        result = await run_all(fixture_settings(mode="record", transcript=path,
-                                                base_url=scripted.base_url),
-                               tasks=TASKS, out=tmp_path / "out", workdir=tmp_path / "work",
-                               hub=hub)
-        assert scripted.missing == []
-    assert result.complete
-    assert path.read_bytes() == TRANSCRIPT.read_bytes()
+    the code have not drifted from what was recorded (else run tests/fixtures/synth/record.py);
+    replaying that run gives the same environments as recording it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("settings.json", "tasks.jsonl"):
+        shutil.copyfile(FIXTURES / name, run / name)
+    shutil.copytree(FIXTURES / "replies", run / "replies")
+    recorded = await record_run(run, tmp_path / "recorded", hub=hub)
+    assert recorded.complete
+    assert (run / "transcript.jsonl").read_bytes() == TRANSCRIPT.read_bytes()
+    replayed = await replay_run(run, tmp_path / "replayed", hub=hub)
+    assert replayed.complete
+    assert envs_tree(tmp_path / "replayed") == envs_tree(tmp_path / "recorded") != {}
+
+
+def envs_tree(root: Path) -> dict[str, bytes]:
+    """The environment files of an output folder, without the work directory."""
+    return {name: data for name, data in tree(root).items() if not name.startswith(".synth")}
 
 
 async def test_a_replay_miss_aborts_naming_the_stage_and_item(tmp_path: Path,
