@@ -66,6 +66,7 @@ def wait_until_ready(client: httpx.Client) -> dict:
     pytest.fail("the composed gateway never became ready")
 
 
+@pytest.mark.timeout(900)  # the image build downloads wheels on a fresh machine
 def test_compose_stack_serves_a_session_end_to_end(stack: tuple[str, Path]) -> None:
     url, _ = stack
     scenario = load_env(REPO_ROOT / "generated_envs" / "library_loans").scenarios[0]
