@@ -376,15 +376,18 @@ def _literal(args: list[ast.expr]) -> dict[str, Any]:
     values = [_literal_value(arg) for arg in args]
     types: list[str] = []
     for value in values:
-        json_type = _json_type(value)
-        if json_type is None:
+        value_type = json_type(value)
+        if value_type is None:
             return {}  # e.g. an enum member: not representable statically
-        if json_type not in types:
-            types.append(json_type)
+        if value_type not in types:
+            types.append(value_type)
     return {"type": types[0] if len(types) == 1 else types, "enum": values}
 
 
-def _json_type(value: Any) -> str | None:
+def json_type(value: Any) -> str | None:
+    """The JSON Schema type of a Python value; None when JSON has no such value (e.g. a set)."""
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
@@ -393,7 +396,9 @@ def _json_type(value: Any) -> str | None:
         return "number"
     if isinstance(value, str):
         return "string"
-    return "null" if value is None else None
+    if isinstance(value, list | tuple):
+        return "array"
+    return "object" if isinstance(value, dict) else None
 
 
 def _union(members: list[dict[str, Any]]) -> dict[str, Any]:

@@ -26,6 +26,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from envformat.toolschema import json_type
+
 VALID = "valid"
 MISSING_REQUIRED = "missing_required"
 UNEXPECTED_ARGUMENT = "unexpected_argument"
@@ -170,9 +172,9 @@ def _wrong_value(schema: dict[str, Any]) -> Any:
         return _NONE
     if "number" in allowed:
         allowed = allowed | {"integer"}
-    for json_type in ("string", "integer", "boolean", "array", "object"):
-        if json_type in allowed:
-            wrong = _WRONG_VALUES[json_type]
+    for candidate in ("string", "integer", "boolean", "array", "object"):
+        if candidate in allowed:
+            wrong = _WRONG_VALUES[candidate]
             if _type_of(wrong) not in allowed and not (_type_of(wrong) == "integer"
                                                         and "number" in allowed):
                 return wrong
@@ -198,19 +200,7 @@ def _allowed_types(schema: dict[str, Any]) -> set[str] | None:
 
 
 def _type_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+    return json_type(value) or "object"
 
 
 def _seed(seed: int, name: str) -> int:
