@@ -184,7 +184,7 @@ def _load_scenarios(path: Path, manifest: EnvManifest) -> tuple[Scenario, ...]:
 def _check_scenario(scenario: Scenario, validators: dict[str, Draft202012Validator], path: Path,
                     line: int, env_id: str) -> None:
     for index, item in enumerate(scenario.checklist):
-        problem = _check_func_problem(item.check_func)
+        problem = check_func_problem(item.check_func)
         if problem:
             raise FormatError(path, problem, line=line, field=f"checklist.{index}.check_func")
     for index, call in enumerate(scenario.solution or []):
@@ -199,7 +199,7 @@ def _check_scenario(scenario: Scenario, validators: dict[str, Draft202012Validat
                               field=f"solution.{where}")
 
 
-def _check_func_problem(source: str) -> str | None:
+def check_func_problem(source: str) -> str | None:
     """Why a check function's source is unusable, or None when it is fine."""
     try:
         module = ast.parse(source)

@@ -8,6 +8,7 @@ from envscaler_cli import (
     check_cmd,
     envs_cmd,
     gate_cmd,
+    import_cmd,
     sandbox_cmd,
     serve_cmd,
     session_cmd,
@@ -24,3 +25,4 @@ app.add_typer(session_cmd.app, name="session")
 app.command()(check_cmd.check)
 app.add_typer(synth_cmd.app, name="synth")
 app.command()(gate_cmd.gate)
+app.add_typer(import_cmd.app, name="import")

@@ -1,0 +1,208 @@
+"""`envscaler import envscaler-release`: the published EnvScaler release into catalogue folders.
+
+Reads the two release files (Hugging Face or GitHub shape, told apart by name and by content),
+converts every environment and RL scenario it can (``importers.envscaler_release``), writes
+``OUT/<env_id>/`` folders that ``envformat.loader.load_env`` accepts, and reports each record that
+could not be imported with its id and the reason. Exit status: 0 when at least one environment was
+imported (bad records or not), 1 when none was (including unreadable files and failed downloads).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from envscaler_cli._common import JsonOutput, err, out, print_json
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Import environments published in other formats into the catalogue format.")
+
+DEFAULT_CACHE = Path("~/.cache/envscaler/envscaler-release")
+
+
+@app.command("envscaler-release")
+def envscaler_release(
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Catalogue folder to write OUT/<env_id>/ into (created when missing).")],
+    from_dir: Annotated[Path | None, typer.Option(
+        "--from", show_default=False,
+        help="Folder with the release files: 191_env_metadata_processed.json + "
+             "envscaler_rl_scenario_metadata.json (Hugging Face) or 191_env_metadata.json + "
+             "rl_scenario_metadata.json (GitHub). With --download, where the files are kept "
+             f"(default {DEFAULT_CACHE}).")] = None,
+    envs: Annotated[Path | None, typer.Option(
+        "--envs", show_default=False, help="The environments file (instead of finding it in "
+        "--from).")] = None,
+    scenarios: Annotated[Path | None, typer.Option(
+        "--scenarios", show_default=False, help="The RL scenarios file (instead of finding it "
+        "in --from).")] = None,
+    download: Annotated[bool, typer.Option(
+        "--download", help="Fetch the Hugging Face files at the pinned revisions (sha256 "
+        "checked; HF_ENDPOINT picks a mirror) unless --from already holds them.")] = False,
+    limit: Annotated[int | None, typer.Option(
+        min=1, show_default=False, help="Stop after importing N environments (release order).")]
+    = None,
+    created: Annotated[str | None, typer.Option(
+        show_default=False, help="provenance.created of the environments (default: the "
+        "release's date, 2026-01-09).")] = None,
+    revision: Annotated[str | None, typer.Option(
+        show_default=False, help="Revision to record in provenance.pipeline_version (default: "
+        "the pinned revision when the environments file is the pinned one, else 'local').")]
+    = None,
+    json_output: JsonOutput = False,
+) -> None:
+    """Convert the EnvScaler release (191 environments, 2,550 RL scenarios) into OUT/<env_id>/.
+
+    Ids: release env_id `env_12_rl` becomes `envscaler_env_12_rl`; scenario ids are the task_ids.
+    Scenarios have no reference solution in the release: they are imported unverified and are
+    still served and validated. Exit 1 when no environment could be imported.
+    """
+    from importers.envscaler_release import (
+        DownloadError,
+        SourceError,
+        download_release,
+        import_release,
+    )
+    from importers.envscaler_release.source import find_file
+
+    if download:
+        if envs is not None or scenarios is not None:
+            _fail("--download fetches both files; it does not combine with --envs / --scenarios")
+        dest = (from_dir or DEFAULT_CACHE).expanduser()
+        try:
+            with _byte_progress(json_output) as on_bytes:
+                paths = download_release(dest, progress=on_bytes)
+        except DownloadError as exc:
+            _fail(str(exc))
+        envs_path, scenarios_path = paths["envs"], paths["scenarios"]
+    else:
+        if from_dir is None and (envs is None or scenarios is None):
+            _fail("say where the release files are: --from DIR, or --envs FILE --scenarios FILE "
+                  "(or fetch them with --download)")
+        try:
+            envs_path = envs or find_file(from_dir, "envs")  # type: ignore[arg-type]
+            scenarios_path = scenarios or find_file(from_dir, "scenarios")  # type: ignore[arg-type]
+        except SourceError as exc:
+            _fail(str(exc))
+    try:
+        with _env_progress(json_output) as on_env:
+            report = import_release(envs_path, scenarios_path, out_dir, limit=limit,
+                                    created=created, revision=revision, progress=on_env)
+    except (SourceError, ValueError) as exc:
+        _fail(str(exc))
+    if json_output:
+        print_json(report.to_dict())
+    else:
+        _render(report, pinned=report.envs_file["pinned_revision"] is not None)
+    raise typer.Exit(0 if report.imported else 1)
+
+
+def _fail(message: str) -> NoReturn:
+    err.print(Text.assemble(("error: ", "red"), message))
+    raise typer.Exit(1)
+
+
+class _env_progress:
+    """A progress bar over the environment records, on stderr, when it is a terminal."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.progress = Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[record]}"), TimeElapsedColumn(),
+                                 console=err, transient=True,
+                                 disable=quiet or not err.is_terminal)
+        self.task = self.progress.add_task("import", total=None, record="")
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        self.progress.start()
+
+        def advance(done: int, total: int, record: str) -> None:
+            self.progress.update(self.task, completed=done, total=total, record=record)
+
+        return advance
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+class _byte_progress:
+    """A download bar per file, on stderr, when it is a terminal."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                 TimeElapsedColumn(), console=err, transient=True,
+                                 disable=quiet or not err.is_terminal)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        self.progress.start()
+
+        def advance(pinned, received: int, total: int | None) -> None:  # type: ignore[no-untyped-def]
+            if pinned.filename not in self.tasks:
+                self.tasks[pinned.filename] = self.progress.add_task(
+                    f"{pinned.repo_id}@{pinned.short_revision}", total=total)
+            self.progress.update(self.tasks[pinned.filename], completed=received, total=total)
+
+        return advance
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+def _render(report, *, pinned: bool) -> None:  # type: ignore[no-untyped-def]
+    counts = report.counts()
+    if report.imported:
+        table = Table(title=f"imported into {report.out}")
+        table.add_column("environment", no_wrap=True)
+        table.add_column("release env_id", no_wrap=True)
+        table.add_column("tools", justify="right")
+        table.add_column("scenarios", justify="right")
+        table.add_column("release-only tools", overflow="fold")
+        for env in report.imported:
+            table.add_row(env.env_id, env.release_env_id, str(env.tools), str(env.scenarios),
+                          ", ".join(env.release_only_tools) or "-")
+        out.print(table)
+    problems = [*report.errors, *report.skipped]
+    if problems:
+        table = Table(title="not imported")
+        table.add_column("", no_wrap=True)
+        table.add_column("kind", no_wrap=True)
+        table.add_column("record", no_wrap=True)
+        table.add_column("reason", overflow="fold")
+        for problem in report.errors:
+            table.add_row(Text("error", style="red"), problem.kind, problem.record, problem.reason)
+        for problem in report.skipped:
+            table.add_row(Text("skipped", style="yellow"), problem.kind, problem.record,
+                          problem.reason)
+        out.print(table)
+    for env in report.imported:
+        for warning in env.warnings:
+            if not warning.startswith("the release also exposes private"):
+                err.print(Text.assemble((f"{env.env_id}: ", "yellow"), warning))
+    hidden = sum(1 for env in report.imported for name in env.release_only_tools
+                 if name.startswith("_"))
+    if hidden:
+        err.print(f"{hidden} private helper method(s) that the release listed as tools are not "
+                  "tools here (release-only tools above)")
+    if report.imported:
+        err.print("tool schemas are derived from env.py; the release's own schemas are not used")
+    source = "the pinned files" if pinned else "not the pinned files"
+    summary = (f"{counts['envs_imported']} of {counts['env_records']} environments imported "
+               f"({counts['envs_skipped']} skipped, {counts['envs_failed']} failed"
+               + (f", {counts['envs_not_examined']} not examined (--limit)"
+                  if counts["envs_not_examined"] else "")
+               + f"); {counts['scenarios_imported']} of {counts['scenario_records']} RL "
+               f"scenarios imported, all unverified (the release has no reference solutions), "
+               f"{counts['scenarios_failed']} failed; {report.pipeline_version} ({source})")
+    err.print(summary, style="green" if report.imported else "red")
