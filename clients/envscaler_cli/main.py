@@ -7,8 +7,10 @@ import typer
 from envscaler_cli import (
     check_cmd,
     envs_cmd,
+    export_cmd,
     gate_cmd,
     import_cmd,
+    rollout_cmd,
     sandbox_cmd,
     serve_cmd,
     session_cmd,
@@ -26,3 +28,5 @@ app.command()(check_cmd.check)
 app.add_typer(synth_cmd.app, name="synth")
 app.command()(gate_cmd.gate)
 app.add_typer(import_cmd.app, name="import")
+app.command()(rollout_cmd.rollout)
+app.add_typer(export_cmd.app, name="export")

@@ -35,8 +35,8 @@ def test_the_wheel_requires_httpx_and_pydantic_only(tmp_path: Path) -> None:
     assert requires == {"httpx", "pydantic"}
     packaged = {name for name in names if not name.startswith("envscaler_client-")}
     assert packaged == {
-        f"envscaler_client/{path.name}"
-        for path in (CLIENTS / "envscaler_client").glob("*.py")
+        path.relative_to(CLIENTS).as_posix()
+        for path in (CLIENTS / "envscaler_client").rglob("*.py")
     }
 
 

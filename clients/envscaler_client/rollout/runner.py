@@ -1,0 +1,245 @@
+"""Many episodes at once, written to an append-only JSONL file, resumable.
+
+- At most ``concurrency`` episodes (so sessions) at a time, from a pool of workers.
+- One episode failing (the model, the gateway, a bug) never stops the others: it is written with
+  its termination and error.
+- Every episode is one line, written and flushed as it ends. A rerun on the same file skips the
+  episodes already in it (by `envscaler_client.rollout.episode_key`); with ``retry_errors`` it
+  redoes those that ended in an error (the newer line then supersedes the older one). A line cut
+  short by an interruption is ignored and the file stays readable.
+- Sessions are always closed, also when the run is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from envscaler_client.aio import AsyncEnvClient, AsyncSession
+from envscaler_client.errors import CapacityError, EnvScalerError
+from envscaler_client.models import EnvDetail
+from envscaler_client.rollout.episode import (
+    ERROR_TERMINATIONS,
+    Episode,
+    EpisodeError,
+    Timings,
+    episode_key,
+    run_episode,
+)
+from envscaler_client.rollout.policy import Policy
+from envscaler_client.rollout.prompts import NON_CONVERSATION
+from envscaler_client.rollout.user import SimulatedUser
+
+log = logging.getLogger("envscaler.rollout")
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to run: a scenario, a seed (the sandbox's, and the model's when sent)."""
+
+    env: str
+    scenario: str
+    seed: int = 0
+    mode: str = NON_CONVERSATION
+    split: str | None = None
+
+    @property
+    def key(self) -> str:
+        return episode_key(self.env, self.scenario, self.mode, self.seed)
+
+
+# ---------------------------------------------------------------- the file
+
+def read_episodes(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The episodes of a rollout file, as dicts, in file order; lines that are not an episode
+    (cut short by an interruption) are skipped."""
+    try:
+        handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return
+    with handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                if line.strip():
+                    log.warning("%s: skipping a line that is not JSON (an interrupted write?)",
+                                path)
+                continue
+            if isinstance(record, dict) and isinstance(record.get("key"), str):
+                yield record
+
+
+def latest_episodes(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Key -> the last record of that key (a retried episode supersedes the failed one)."""
+    latest: dict[str, dict[str, Any]] = {}
+    for record in records:
+        latest.pop(record["key"], None)  # keep file order of the last occurrences
+        latest[record["key"]] = record
+    return latest
+
+
+def done_keys(path: str | Path, retry_errors: bool = False) -> set[str]:
+    """Keys of the episodes a rerun skips: all of those in the file, or, with ``retry_errors``,
+    those whose last record did not end in an error."""
+    latest = latest_episodes(read_episodes(path))
+    return {key for key, record in latest.items()
+            if not (retry_errors and record.get("termination") in ERROR_TERMINATIONS)}
+
+
+class EpisodeWriter:
+    """Append-only JSONL: one episode a line, flushed (and fsynced) as it is written."""
+
+    def __init__(self, path: str | Path, fsync: bool = True) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle: IO[str] = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115
+        self._handle.seek(0, os.SEEK_END)
+        if self._handle.tell() > 0:  # a line cut short by an interruption stays on its own line
+            self._handle.seek(self._handle.tell() - 1)
+            last = self._handle.read(1)
+            self._handle.seek(0, os.SEEK_END)
+            if last != "\n":
+                self._handle.write("\n")
+        self.written = 0
+
+    def write(self, episode: Episode) -> None:
+        self._handle.write(episode.to_json() + "\n")
+        self._handle.flush()
+        if self.fsync:
+            os.fsync(self._handle.fileno())
+        self.written += 1
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> EpisodeWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------- the run
+
+@dataclass
+class RolloutResult:
+    episodes: list[Episode] = field(default_factory=list)
+    """The episodes run now, in the order they ended."""
+    skipped: int = 0
+    """Specs skipped because their episode was already in the output file."""
+
+
+async def open_session(client: AsyncEnvClient, spec: EpisodeSpec,
+                       attempts: int = 6) -> AsyncSession:
+    """A session for ``spec``, waiting and trying again while the gateway is at capacity
+    (429/503 ``Retry-After``): a rollout wider than the sandbox pool waits for a free slot."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return await client.create_session(spec.env, spec.scenario, seed=spec.seed)
+        except CapacityError as exc:
+            if attempt >= attempts:
+                raise
+            delay = min(30.0, exc.retry_after if exc.retry_after else 0.5 * 2 ** attempt)
+            log.info("gateway at capacity (%s); opening %s again in %.1f s", exc, spec.key, delay)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def failed_episode(spec: EpisodeSpec, stage: str, exc: BaseException, *,
+                   termination: str = "gateway_error", started_at: float = 0.0,
+                   policy_name: str | None = None) -> Episode:
+    """The record of an episode that could not run (its session could not be opened...)."""
+    kind = getattr(exc, "type", None)
+    message = getattr(exc, "message", None)
+    return Episode(key=spec.key, env=spec.env, scenario=spec.scenario, split=spec.split,
+                   seed=spec.seed, mode=spec.mode, policy=policy_name,
+                   termination=termination,  # type: ignore[arg-type]
+                   error=EpisodeError(stage=stage,
+                                      type=kind if isinstance(kind, str) else type(exc).__name__,
+                                      message=message if isinstance(message, str) else str(exc)),
+                   timings=Timings(started_at=started_at))
+
+
+async def run_rollouts(
+        client: AsyncEnvClient, specs: Iterable[EpisodeSpec],
+        policy_for: Callable[[EpisodeSpec], Policy], *, out: str | Path | None = None,
+        user: SimulatedUser | None = None, concurrency: int = 8, max_steps: int | None = None,
+        resume: bool = True, retry_errors: bool = False, limit: int | None = None,
+        policy_name: str | None = None, envs: dict[str, EnvDetail] | None = None,
+        on_start: Callable[[int], None] | None = None,
+        on_episode: Callable[[Episode], None] | None = None) -> RolloutResult:
+    """Run an episode per spec with at most ``concurrency`` at a time.
+
+    ``policy_for(spec)`` gives the policy of one episode (e.g. ``policy.with_seed(spec.seed)``
+    or a `ReferencePolicy` of its scenario). With ``out``, each episode is appended to that JSONL
+    file as it ends and, with ``resume``, specs whose episode is already there are skipped
+    (``retry_errors``: except those that ended in an error). ``limit``: run at most that many
+    episodes. ``on_start(total)`` is told how many will run, ``on_episode`` each as it ends.
+    """
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    wanted = list(dict.fromkeys(specs))  # the same spec twice is one episode
+    done = done_keys(out, retry_errors) if out is not None and resume else set()
+    todo = [spec for spec in wanted if spec.key not in done]
+    result = RolloutResult(skipped=len(wanted) - len(todo))
+    if limit is not None:
+        todo = todo[:max(0, limit)]
+    if on_start is not None:
+        on_start(len(todo))
+    details = dict(envs or {})
+    for name in dict.fromkeys(spec.env for spec in todo):
+        if name not in details:
+            details[name] = await client.env(name)
+    writer = EpisodeWriter(out) if out is not None else None
+    queue = iter(todo)
+
+    async def one(spec: EpisodeSpec) -> Episode:
+        started_at, clock = time.time(), time.perf_counter()
+        try:
+            session = await open_session(client, spec)
+        except EnvScalerError as exc:
+            return failed_episode(spec, "session", exc, started_at=started_at,
+                                  policy_name=policy_name)
+        opened = time.perf_counter() - clock
+        try:
+            episode = await run_episode(session, policy_for(spec), mode=spec.mode, user=user,
+                                        max_steps=max_steps, env=details[spec.env],
+                                        policy_name=policy_name, split=spec.split)
+            episode.timings.session_s = round(opened, 6)
+        except Exception as exc:  # noqa: BLE001 - a bug in one episode must not stop the run
+            log.exception("episode %s failed", spec.key)
+            episode = failed_episode(spec, "runner", exc, termination="internal_error",
+                                     started_at=started_at, policy_name=policy_name)
+            episode.session_id = session.id
+        finally:
+            try:
+                await session.close()  # after a cancel too: it is delivered once
+            except EnvScalerError as exc:
+                log.warning("could not close session %s: %s (it expires after the gateway's "
+                            "session TTL)", session.id, exc)
+        return episode
+
+    async def worker() -> None:
+        for spec in queue:  # shared: each spec goes to one worker
+            episode = await one(spec)
+            if writer is not None:
+                writer.write(episode)
+            result.episodes.append(episode)
+            if on_episode is not None:
+                on_episode(episode)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(todo)))))
+    finally:
+        if writer is not None:
+            writer.close()
+    return result
