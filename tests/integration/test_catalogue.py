@@ -80,3 +80,17 @@ def test_every_scenario_is_solved_by_its_solution_through_a_gateway(
     total = sum(len(env.scenarios) for env in load_catalogue(CATALOGUE, strict=True).envs.values())
     assert report["summary"]["passed"] == total
     assert all(row["reward"] == 1.0 and row["initial_reward"] < 1.0 for row in report["results"])
+
+
+@pytest.mark.timeout(900)  # static, executable and scenario gates of every environment, in sandboxes
+def test_every_environment_passes_the_gates(sandbox_image: str, socket_root: Path) -> None:
+    from envscaler_cli.main import app
+
+    result = CliRunner().invoke(app, ["gate", str(CATALOGUE), "--json"], env={
+        "ENVSCALER_SANDBOX_IMAGE": sandbox_image, "ENVSCALER_SOCKET_ROOT": str(socket_root),
+        "ENVSCALER_CHECK_TIMEOUT": "10"})
+    assert result.exit_code == 0, result.output[-3000:]
+    report = json.loads(result.stdout)
+    assert report["passed"] is True
+    assert all(env["passed"] for env in report["envs"])
+    assert sorted(env["env"] for env in report["envs"]) == sorted(load_catalogue(CATALOGUE).envs)
