@@ -24,6 +24,7 @@ log = logging.getLogger("envscaler.sandbox.pool")
 CLAIM_PING_TIMEOUT = 1.0
 MAX_RATE_WAIT = 2.0
 FAILURE_BACKOFF = 2.0
+SWEEP_INTERVAL = 10.0  # seconds between liveness probes of the warm sandboxes
 
 
 class RateLimiter:
@@ -128,7 +129,12 @@ class SandboxPool:
 
     async def _refill_forever(self) -> None:
         while True:
-            await self._wanted.wait()
+            try:
+                async with asyncio.timeout(SWEEP_INTERVAL):
+                    await self._wanted.wait()
+            except TimeoutError:
+                await self._sweep()  # a death sets _wanted: the next turn refills
+                continue
             self._wanted.clear()
             while (missing := self._missing()) > 0:
                 results = await asyncio.gather(
@@ -142,6 +148,17 @@ class SandboxPool:
                 if failures:
                     log.error("warm pool refill failed: %s; retrying in %g s", failures[0], FAILURE_BACKOFF)
                     await asyncio.sleep(FAILURE_BACKOFF)
+
+    async def _sweep(self) -> None:
+        """Replace warm sandboxes that died while they waited (the engine restarted, the kernel's
+        OOM killer, an operator's ``docker kill``), so the pool's level is true and a claim does
+        not have to find out. Each is taken out while it is probed, so no claim can get it."""
+        for _ in range(len(self._ready)):
+            if not self._ready:
+                return
+            sandbox = self._ready.popleft()
+            if await self._answers(sandbox):
+                self._ready.append(sandbox)
 
     def _missing(self) -> int:
         return min(self.config.pool_size - len(self._ready), self.config.max_sandboxes - self._live)

@@ -18,12 +18,16 @@ from contextlib import asynccontextmanager
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from sandbox.backends import make_backend
 from sandbox.pool import SandboxPool
 from server import errors
 from server.auth import Authenticator
 from server.catalogue import ServedCatalogue
+from server.limits import BodyLimit
 from server.metrics import Metrics
 from server.routes import envs, health, sessions
 from server.sessions import SessionService
@@ -87,9 +91,14 @@ def create_app(
         redis = aioredis.Redis.from_url(
             settings.redis_url,
             decode_responses=True,
-            socket_connect_timeout=5,
-            socket_timeout=30,
+            socket_connect_timeout=settings.redis_timeout,
+            socket_timeout=settings.redis_timeout,
             health_check_interval=30,
+            # Reconnect after a dropped connection (e.g. Redis restarted), but never repeat a
+            # command that timed out: a hung Redis answers no retry either, and the request must
+            # fail fast with 503 BackendUnavailable rather than hang.
+            retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.5), retries=3,
+                        supported_errors=(RedisConnectionError,)),
         )
         pool: SandboxPool | None = None
         service: SessionService | None = None
@@ -140,7 +149,9 @@ def create_app(
     app.state.auth = Authenticator(settings.api_keys)
     app.state.metrics = Metrics()
     errors.install(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    # Sessions first: routes are matched in order, and tool calls are most of the traffic.
+    app.include_router(sessions.router)
     app.include_router(health.router)
     app.include_router(envs.router)
-    app.include_router(sessions.router)
     return app

@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from envformat.loader import load_catalogue
+from server import strictjson
 from server.errors import invalid_arguments, not_found
 
 log = logging.getLogger("envscaler.server.catalogue")
@@ -117,6 +118,7 @@ class ServedCatalogue:
             ):  # its schema was rejected at load time: let the runtime judge
                 if not isinstance(arguments, dict):
                     raise invalid_arguments("arguments must be a JSON object", field="arguments")
+                _require_strict_json(arguments)
                 return
             raise not_found("UnknownTool", f"environment {env.id!r} has no tool {tool!r}")
         if not isinstance(arguments, dict):
@@ -124,12 +126,22 @@ class ServedCatalogue:
                 f"arguments must be a JSON object, not {type(arguments).__name__}",
                 field="arguments",
             )
+        _require_strict_json(arguments)  # first: schema messages quote keys and values
         error = best_match(validator.iter_errors(arguments))
         if error is not None:
             field_path, reason = describe(error)
             raise invalid_arguments(
                 f"{field_path}: {reason}" if field_path else reason, field=field_path or None
             )
+
+
+def _require_strict_json(arguments: dict[str, Any]) -> None:
+    """NaN, Infinity and lone surrogates pass a JSON schema but can be neither stored nor sent."""
+    found = strictjson.problem(arguments)
+    if found is not None:
+        field_path, reason = found
+        raise invalid_arguments(f"{field_path}: {reason}" if field_path else reason,
+                                field=field_path or None)
 
 
 def describe(error: ValidationError) -> tuple[str, str]:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from server import strictjson
 from server.auth import SESSION_ID_PATTERN
 
 SessionStatus = Literal["active", "expired", "closed"]
@@ -26,6 +27,14 @@ TOOL_EXAMPLE = {
         },
     },
 }
+
+
+def _strict_init_config(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """NaN, Infinity and lone surrogates can be neither stored nor sent to a sandbox."""
+    if value is not None and (found := strictjson.problem(value)) is not None:
+        path, reason = found
+        raise ValueError(f"{path}: {reason}" if path else reason)
+    return value
 
 
 # ---------------------------------------------------------------- errors
@@ -158,6 +167,12 @@ class CreateSession(BaseModel):
         None,
         description="Initial state when no scenario is given (default `{}`); no checklist then",
     )
+
+    @field_validator("init_config")
+    @classmethod
+    def _strict_json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _strict_init_config(value)
+
     seed: int = Field(0, description="Seed of the environment's randomness", ge=0, le=2**63 - 1)
 
 
@@ -292,6 +307,12 @@ class ResetRequest(BaseModel):
     init_config: dict[str, Any] | None = Field(
         None, description="A custom initial state instead of a scenario"
     )
+
+    @field_validator("init_config")
+    @classmethod
+    def _strict_json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _strict_init_config(value)
+
     seed: int | None = Field(
         None, description="New seed (default: the current one)", ge=0, le=2**63 - 1
     )

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -76,6 +77,7 @@ from server.errors import (
     retry_after,
 )
 from server.metrics import Metrics
+from server.redis_scripts import ScriptClient
 from server.settings import Settings
 from server.store import Record, SessionLock, SessionStore, dumps
 
@@ -90,6 +92,12 @@ TOOL_ERRORS = {
     "ArgumentError": False,
 }  # kind -> replay
 BUSY_RETRY_AFTER = 1.0
+CONCURRENT_VALIDATIONS = max(1, (os.cpu_count() or 1) // 2)  # per gateway process; see validate
+# Runtime errors that mean the sandbox does not hold the session's recorded state: it lost its
+# environment, or it ran a call the trajectory lacks (``Diverged``: a gateway died between
+# running a call and recording it while another gateway held the same sandbox). The sandbox is
+# dropped and the session rebuilt by replay.
+STALE_SANDBOX = {"NotLoaded", "Diverged"}
 
 
 def new_session_id() -> str:
@@ -172,7 +180,10 @@ class SessionService:
     ) -> None:
         self.settings = settings
         self.redis = redis
-        self.store = SessionStore(redis, settings.session_ttl, settings.record_ttl)
+        self.scripts = (ScriptClient.for_url(settings.redis_url, settings.redis_timeout,
+                                             settings.redis_timeout)
+                        if settings.redis_url else None)
+        self.store = SessionStore(redis, settings.session_ttl, settings.record_ttl, self.scripts)
         self.catalogue = catalogue
         self.pool = pool
         self.backend = backend
@@ -182,6 +193,8 @@ class SessionService:
         self.lock_lease = max(10.0, 2 * max(settings.call_timeout, settings.load_timeout) + 5.0)
         self._sandboxes: dict[str, Sandbox] = {}  # session id -> live sandbox this process holds
         self._locks: dict[str, _LocalLock] = {}
+        self._releases: set[asyncio.Task[None]] = set()  # see _release_later
+        self._checking = asyncio.Semaphore(CONCURRENT_VALIDATIONS)  # see validate
         self._expirer: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -196,10 +209,14 @@ class SessionService:
                 await self._expirer
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
+        for task in list(self._releases):
+            task.cancel()
         # Sessions stay active in Redis; another gateway (or this one restarted) rebuilds them.
         for sandbox in list(self._sandboxes.values()):
             sandbox.client.close()
         self._sandboxes.clear()
+        if self.scripts is not None:
+            self.scripts.close()
 
     @property
     def expire_interval(self) -> float:
@@ -209,10 +226,15 @@ class SessionService:
 
     @asynccontextmanager
     async def _locked(
-        self, session_id: str, wait: float | None = None, call_id: str | None = None
+        self,
+        session_id: str,
+        wait: float | None = None,
+        call_id: str | None = None,
+        touch: bool = True,
     ) -> AsyncIterator[Held]:
         """Hold the session and read its record: first this process's lock, then the Redis lock
-        (taken together with the reads in one round trip when free); every wait bounded."""
+        (taken together with the reads in one round trip when free); every wait bounded. Taking
+        it is activity (``touch``: the session is not idle), except for the idle expiry's own."""
         wait = self.lock_wait if wait is None else wait
         deadline = time.monotonic() + wait
         local = self._locks.get(session_id)
@@ -229,7 +251,7 @@ class SessionService:
                 lock = self.store.lock(session_id, self.lock_lease, wait)
                 try:
                     acquired, record, seen = await self.store.lock_and_load(
-                        lock, session_id, call_id
+                        lock, session_id, call_id, touch
                     )
                     if not acquired:
                         if wait <= 0 or not await lock.acquire(
@@ -238,11 +260,13 @@ class SessionService:
                             raise self._busy(session_id)
                         record, seen = await self.store.load_for_call(session_id, call_id)
                 except RedisError as exc:
+                    self._release_later(lock)
                     raise backend_unavailable(f"Redis is unavailable: {exc}") from exc
                 try:
                     yield Held(lock, record, seen)
                 finally:
                     if lock.held():
+                        token = lock.local.token
                         try:
                             await lock.release()
                         except LockError:
@@ -255,12 +279,42 @@ class SessionService:
                             log.warning(
                                 "session lock release failed session=%s error=%s", session_id, exc
                             )
+                            lock.take(token)
+                            self._release_later(lock)
             finally:
                 local.lock.release()
         finally:
             local.users -= 1
             if local.users == 0:
                 self._locks.pop(session_id, None)
+
+    def _release_later(self, lock: SessionLock) -> None:
+        """Release a lock that this process may hold but could not release (Redis was away, or
+        a SET of ours may still land): retried in the background until Redis answers, so the
+        session is not left locked for a whole lease after Redis comes back."""
+        token = lock.local.token
+        lock.drop()
+        if token is None:
+            return
+        deadline = time.monotonic() + self.lock_lease
+
+        async def release() -> None:
+            answered = 0
+            while time.monotonic() < deadline and answered < 2:
+                try:
+                    await lock.do_release(token)
+                    return
+                except LockError:
+                    # Not ours: never set, expired, or not yet set (a SET queued in a Redis that
+                    # just woke up lands within moments): look once more, then stop.
+                    answered += 1
+                except RedisError:
+                    pass
+                await asyncio.sleep(0.5 if answered == 0 else 1.0)
+
+        task = asyncio.create_task(release())
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
 
     def _busy(self, session_id: str) -> ApiError:
         return ApiError(
@@ -543,6 +597,24 @@ class SessionService:
                 headers=retry_after(BUSY_RETRY_AFTER),
             ) from exc
 
+    def _stale(self, record: Record, sandbox: Sandbox, exc: RuntimeFault) -> None:
+        self.metrics.sandbox_failed("stale")
+        log.warning(
+            "session sandbox does not hold the recorded state session=%s sandbox=%s error=%s",
+            record.id,
+            sandbox.id[:12],
+            exc,
+        )
+
+    @staticmethod
+    def _unrestorable(record: Record) -> ApiError:
+        """Even a sandbox rebuilt from the trajectory does not match the record: the record
+        changed or vanished while this request held it (e.g. it expired). Retrying re-reads it."""
+        return backend_unavailable(
+            f"session {record.id} could not be restored to its recorded state (its record "
+            "changed or vanished meanwhile); retry"
+        )
+
     async def _drop_sandbox(self, record: Record) -> None:
         """Kill the record's sandbox, whoever holds it."""
         held = self._sandboxes.pop(record.id, None)
@@ -690,7 +762,7 @@ class SessionService:
                 await self._drop_sandbox(record)
                 raise backend_unavailable(
                     "the call could not be recorded (Redis unavailable, or the session "
-                    "lock's lease ran out); its effects were discarded"
+                    "lock's lease ran out, or its record expired); its effects were discarded"
                 )
         elapsed = time.perf_counter() - started
         self.metrics.tool_call_seconds.labels(env.id, name).observe(elapsed)
@@ -730,7 +802,8 @@ class SessionService:
             sandbox = await self._sandbox(record, lock)
             started = time.perf_counter()
             try:
-                result = await sandbox.call(name, arguments, timeout=self.settings.call_timeout)
+                result = await sandbox.call(name, arguments, timeout=self.settings.call_timeout,
+                                            executed=record.executed)
                 entry.update(ok=True, result=result, replay=True)
                 break
             except RuntimeFault as exc:
@@ -745,9 +818,12 @@ class SessionService:
                     raise not_found(
                         "UnknownTool", f"environment {env.id!r} has no tool {name!r}"
                     ) from exc
-                if exc.kind == "NotLoaded" and attempt == 1:
+                if exc.kind in STALE_SANDBOX:
+                    self._stale(record, sandbox, exc)
                     await self._drop_sandbox(record)
-                    continue
+                    if attempt == 1:
+                        continue
+                    raise self._unrestorable(record) from exc
                 log.error("runtime error session=%s tool=%s error=%s", record.id, name, exc)
                 raise ApiError(
                     500, "InternalError", "the sandbox runtime rejected the request"
@@ -802,6 +878,13 @@ class SessionService:
             )
             try:
                 return await op(sandbox)
+            except RuntimeFault as exc:
+                if exc.kind not in STALE_SANDBOX:
+                    raise
+                self._stale(record, sandbox, exc)
+                await self._drop_sandbox(record)
+                if attempt == 2:
+                    raise self._unrestorable(record) from exc
             except SandboxGone as exc:
                 self.metrics.sandbox_failed("crash")
                 self._sandboxes.pop(record.id, None)
@@ -824,7 +907,9 @@ class SessionService:
         async with self._locked(session_id) as held:
             record = self._checked(session_id, held.record, caller)
             state = await self._with_sandbox(
-                record, held.lock, lambda s: s.state(timeout=self.settings.call_timeout)
+                record,
+                held.lock,
+                lambda s: s.state(timeout=self.settings.call_timeout, executed=record.executed),
             )
             if record.status == "active":
                 await self.store.commit(record, held.lock, release=True)
@@ -847,12 +932,18 @@ class SessionService:
             if not checklist:
                 raise ApiError(409, "NoChecklist", f"scenario {scenario.id} has no checklist")
             checks = [item.check_func for item in checklist]
-            await self._renew(held.lock, record, self.settings.check_timeout * len(checks) + 10.0)
-            results = await self._with_sandbox(
-                record,
-                held.lock,
-                lambda s: s.check(checks, timeout_per_check=self.settings.check_timeout),
-            )
+            # Check functions run on wall-clock deadlines, each in a fresh interpreter: a burst of
+            # validations (a rollout batch ending) would starve them of CPU until they time out and
+            # count as failed. Queued here instead, they run with the machine to themselves.
+            async with self._checking:
+                await self._renew(held.lock, record,
+                                  self.settings.check_timeout * len(checks) + 10.0)
+                results = await self._with_sandbox(
+                    record,
+                    held.lock,
+                    lambda s: s.check(checks, timeout_per_check=self.settings.check_timeout,
+                                      executed=record.executed),
+                )
             if record.status == "active":
                 await self.store.commit(record, held.lock, release=True)
         passed = sum(1 for r in results if r.get("passed") is True)
@@ -1014,7 +1105,7 @@ class SessionService:
         expired = 0
         for session_id in await self.store.idle(cutoff):
             try:
-                async with self._locked(session_id, wait=0.0) as held:
+                async with self._locked(session_id, wait=0.0, touch=False) as held:
                     last = await self.store.last_activity(session_id)
                     if last is None or last > cutoff:
                         continue  # touched meanwhile, or already finished

@@ -21,6 +21,8 @@ class Settings(BaseSettings):
 
     catalogue: Path = REPO_ROOT / "generated_envs"
     redis_url: str | None = Field(None, description="unset: start an embedded redis-server")
+    redis_timeout: float = Field(3.0, gt=0, description="seconds to wait for Redis to connect or "
+                                 "answer a command before a request fails with 503")
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list,
                                                      description="comma-separated admin keys")
     log_level: str = "INFO"
@@ -45,6 +47,8 @@ class Settings(BaseSettings):
     session_lock_wait: float = Field(15.0, gt=0, description="longest wait for a busy session (then 503)")
     check_timeout: float = Field(2.0, gt=0)
     max_result_bytes: int = Field(1_048_576, ge=1024)
+    max_request_bytes: int = Field(4_194_304, ge=1024,
+                                   description="largest request body (beyond: 413 RequestTooLarge)")
     session_ttl: float = Field(900.0, gt=0, description="idle seconds before a session's sandbox is killed")
     record_ttl: float = Field(86_400.0, gt=0, description="seconds a session's record outlives its sandbox")
 

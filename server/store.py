@@ -47,18 +47,23 @@ Keys
 Round trips of a tool call
 ==========================
 
-1. ``SET lock token NX PX lease`` + ``HGETALL session`` [+ ``HGET call-ids call_id``], pipelined:
-   the reads execute after the ``SET``, so when it succeeds they see a state no one else can change.
+1. One Lua script (`LOCK_AND_LOAD`): ``SET lock token NX PX lease``, then, only when it
+   succeeds, ``HGETALL session`` [+ ``HGET call-ids call_id``]: the reads see a state no one else
+   can change.
    (When the lock is taken, the gateway waits with ``Lock.acquire`` and then reads.)
 2. One Lua script (`COMMIT`): if the lock still holds the caller's token, ``RPUSH`` the entry,
    ``HSET`` the call id and the record's changed fields, ``ZADD`` the live set, ``EXPIRE`` the
    session's keys and ``DEL`` the lock — all or nothing. A holder whose lease ran out writes
-   nothing.
+   nothing, nor does one whose record vanished meanwhile (expired, or lost with a Redis that kept
+   no data): every write to a record is conditional on its existence (`COMMIT`, `UPDATE`), so a
+   partial record is never created.
 
 Expiry
 ======
 
-On every activity the three session keys get ``EXPIRE session_ttl + record_ttl``. When a session
+On every activity (a commit, or taking the lock of an active session: a request that reaches it,
+even one that then fails) the three session keys get ``EXPIRE session_ttl + record_ttl`` and the
+session's score in the live set is the time. When a session
 is closed or expires, they get ``EXPIRE record_ttl``: the record and trajectory stay readable for
 that long (``GET /v1/sessions/{id}``, ``/trajectory``, ``/state``, ``/validate``), then vanish.
 """
@@ -73,6 +78,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.lock import Lock
+from redis.commands.core import AsyncScript
+
+from server.redis_scripts import ScriptClient
 
 PREFIX = "envscaler"
 LIVE = f"{PREFIX}:sessions:live"
@@ -98,13 +106,33 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+class _DecodedOnRead:
+    """A dataclass field holding a JSON object that may be given as its text, decoded on first
+    read. A tool call reads the whole record but never its ``init_config`` (a few KB), and decoding
+    it on every request was a tenth of the call's Redis cost."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}"
+
+    def __get__(self, record: Any, owner: type | None = None) -> Any:
+        if record is None:
+            raise AttributeError(self.slot)  # no class-level default: the field stays required
+        value = record.__dict__[self.slot]
+        if isinstance(value, str):
+            value = record.__dict__[self.slot] = json.loads(value or "{}")
+        return value
+
+    def __set__(self, record: Any, value: Any) -> None:
+        record.__dict__[self.slot] = value
+
+
 @dataclass
 class Record:
     id: str
     env: str
     scenario: str | None
     seed: int
-    init_config: dict[str, Any]
+    init_config: dict[str, Any] = _DecodedOnRead()  # type: ignore[assignment]
     epoch: int
     epoch_start: int
     length: int
@@ -125,7 +153,7 @@ class Record:
             env=raw["env"],
             scenario=raw.get("scenario") or None,
             seed=int(raw.get("seed", 0)),
-            init_config=json.loads(raw.get("init_config") or "{}"),
+            init_config=raw.get("init_config") or "{}",  # type: ignore[arg-type]  # decoded on read
             epoch=int(raw.get("epoch", 0)),
             epoch_start=int(raw.get("epoch_start", 0)),
             length=int(raw.get("length", 0)),
@@ -159,11 +187,31 @@ class Record:
         }
 
 
+# KEYS: lock, session, call-ids, calls, live
+# ARGV: token, lease (ms), call_id ("" for none), session id, now, ttl, touch ("1"/"0")
+# Taking the lock of an active session is activity: its idle time restarts and its keys' expiry is
+# refreshed, so a session whose client keeps trying (through a stalled rebuild, a gateway restart)
+# is never expired as idle, nor its record dropped, under that client's feet.
+# One script rather than a pipeline of SET NX / HGETALL / HGET: the same reads after the same SET,
+# for one command's client-side cost instead of three (a tenth of a tool call in the gateway).
+LOCK_AND_LOAD = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+if ARGV[7] == '1' and redis.call('ZSCORE', KEYS[5], ARGV[4]) then
+  redis.call('ZADD', KEYS[5], ARGV[5], ARGV[4])
+  redis.call('EXPIRE', KEYS[2], ARGV[6])
+  redis.call('EXPIRE', KEYS[4], ARGV[6])
+  redis.call('EXPIRE', KEYS[3], ARGV[6])
+end
+if ARGV[3] == '' then return {redis.call('HGETALL', KEYS[2])} end
+return {redis.call('HGETALL', KEYS[2]), redis.call('HGET', KEYS[3], ARGV[3])}
+"""
+
 # KEYS: lock, session, calls, call-ids, live
 # ARGV: token, entry JSON ("" for none), call_id ("" for none), index, now, ttl, release ("1"/"0"),
 #       session id, then field/value pairs of the record
 COMMIT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 if ARGV[2] ~= '' then redis.call('RPUSH', KEYS[3], ARGV[2]) end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[4], ARGV[3], ARGV[4]) end
 if #ARGV > 8 then redis.call('HSET', KEYS[2], unpack(ARGV, 9)) end
@@ -172,6 +220,16 @@ redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('EXPIRE', KEYS[3], ARGV[6])
 redis.call('EXPIRE', KEYS[4], ARGV[6])
 if ARGV[7] == '1' then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
+
+# KEYS: session; ARGV: field/value pairs. Writes only to a record that exists: a record that
+# vanished under a request (expired while its lock was stalled, Redis restarted without
+# persistence) must never come back as a partial hash.
+UPDATE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 """
 
@@ -192,11 +250,22 @@ class SessionLock(Lock):
 
 
 class SessionStore:
-    def __init__(self, redis: Redis, session_ttl: float, record_ttl: float) -> None:
+    def __init__(self, redis: Redis, session_ttl: float, record_ttl: float,
+                 scripts: ScriptClient | None = None) -> None:
         self.redis = redis
+        # The two scripts of every tool call (LOCK_AND_LOAD, COMMIT) go through this lean client
+        # when given (`server.redis_scripts`: a third of the gateway's CPU per call), else redis-py.
+        self.scripts = scripts
         self.active_ttl = int(session_ttl + record_ttl) + 1
         self.record_ttl = int(record_ttl) + 1
         self._commit = redis.register_script(COMMIT)
+        self._update = redis.register_script(UPDATE)
+        self._lock_and_load = redis.register_script(LOCK_AND_LOAD)
+
+    async def _hot(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
+        if self.scripts is not None:
+            return await self.scripts.evalsha(script, keys, args)
+        return await script(keys=keys, args=args)
 
     def lock(self, session_id: str, lease: float, wait: float) -> SessionLock:
         return SessionLock(
@@ -222,24 +291,30 @@ class SessionStore:
             await pipe.execute()
 
     async def lock_and_load(
-        self, lock: SessionLock, session_id: str, call_id: str | None
+        self, lock: SessionLock, session_id: str, call_id: str | None, touch: bool = True
     ) -> tuple[bool, Record | None, int | None]:
-        """Try the lock and read the record (and ``call_id``'s index) in one round trip.
+        """Try the lock and read the record (and ``call_id``'s index) in one round trip; with
+        ``touch``, taking it is activity (see `LOCK_AND_LOAD`; the idle-session expiry does not).
 
         Returns (acquired, record, index); the reads are meaningful only when acquired.
         """
         token = uuid.uuid4().hex.encode()
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.set(lock.name, token, nx=True, px=int(lock.timeout * 1000))
-            pipe.hgetall(session_key(session_id))
-            if call_id is not None:
-                pipe.hget(call_ids_key(session_id), call_id)
-            replies = await pipe.execute()
-        if not replies[0]:
-            return False, None, None
+        # Taken before the SET is sent: when the round trip fails, the SET may still land (a hung
+        # Redis runs it when it wakes up), so the caller must be able to release it.
         lock.take(token)
-        raw = replies[1]
-        index = replies[2] if call_id is not None else None
+        replies = await self._hot(
+            self._lock_and_load,
+            [lock.name, session_key(session_id), call_ids_key(session_id),
+             calls_key(session_id), LIVE],
+            [token, int(lock.timeout * 1000), call_id or "", session_id, repr(time.time()),
+             self.active_ttl, "1" if touch else "0"],
+        )
+        if not replies:
+            lock.drop()
+            return False, None, None
+        fields = iter(replies[0])
+        raw = dict(zip(fields, fields))
+        index = replies[1] if len(replies) > 1 else None
         return (
             True,
             (Record.parse(session_id, raw) if raw else None),
@@ -315,24 +390,24 @@ class SessionStore:
             call_ids_key(record.id),
             LIVE,
         ]
-        done = bool(await self._commit(keys=keys, args=args))
+        done = bool(await self._hot(self._commit, keys, args))
         if done and release:
             lock.drop()
         return done
 
     async def set_sandbox(self, record: Record, handle: dict[str, str] | None) -> None:
         record.sandbox = handle
-        await self.redis.hset(session_key(record.id), "sandbox", dumps(handle) if handle else "")
+        await self._update(keys=[session_key(record.id)],
+                           args=["sandbox", dumps(handle) if handle else ""])
 
     async def finish(self, record: Record, status: str) -> None:
         """Mark a session ``closed`` or ``expired``: no sandbox, not live, kept ``record_ttl``."""
         now = time.time()
         record.status, record.sandbox, record.updated = status, None, now
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(
-                session_key(record.id),
-                mapping={"status": status, "sandbox": "", "updated": repr(now)},
-            )
+            await self._update(keys=[session_key(record.id)],
+                               args=["status", status, "sandbox", "", "updated", repr(now)],
+                               client=pipe)
             pipe.zrem(LIVE, record.id)
             self._expire_all(pipe, record.id, self.record_ttl)
             await pipe.execute()

@@ -20,8 +20,12 @@ def make_socket_dir(directory: Path) -> Path:
     if len(os.fsencode(socket_path)) > SOCKET_PATH_MAX:
         raise SandboxUnavailable(f"socket path {socket_path} is longer than {SOCKET_PATH_MAX} "
                                  "bytes; choose a shorter ENVSCALER_SOCKET_ROOT")
-    directory.mkdir(parents=True)
-    directory.chmod(0o777)  # mkdir's mode is masked by the umask
+    try:
+        directory.mkdir(parents=True)
+        directory.chmod(0o777)  # mkdir's mode is masked by the umask
+    except OSError as exc:  # a socket root that is full, read-only or not a directory
+        raise SandboxUnavailable(f"cannot create the sandbox's socket directory {directory}: "
+                                 f"{exc.strerror or exc}") from exc
     return socket_path
 
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import docker
 from docker.errors import APIError, DockerException, NotFound
-from requests.exceptions import ReadTimeout
+from requests.exceptions import RequestException
 
 from sandbox.backends.base import SandboxBackend, SandboxHandle, make_socket_dir
 from sandbox.client import wait_for_runtime
@@ -33,7 +35,11 @@ INSTANCE = "envscaler.instance"
 SOCKET_ROOT = "envscaler.socket-root"
 SOCKET_IN_CONTAINER = "/run/envscaler"
 REAP_INTERVAL = 30.0
+RETRY_INTERVAL = 5.0  # removals that failed while the engine was away are retried this often
 DIAGNOSE_WAIT = 2.0
+# What the engine's client raises when the engine is down or restarting: the SDK's own errors,
+# and requests' connection errors, which it lets through unwrapped.
+ENGINE_ERRORS = (DockerException, RequestException)
 
 
 class DockerBackend(SandboxBackend):
@@ -46,6 +52,7 @@ class DockerBackend(SandboxBackend):
         self.heartbeat = Heartbeat(config.socket_root, instance, config.heartbeat_interval)
         self._client: docker.DockerClient | None = None
         self._reaper: asyncio.Task[None] | None = None
+        self._unremoved: set[str] = set()  # containers to remove once the engine answers again
 
     @property
     def client(self) -> docker.DockerClient:
@@ -64,12 +71,26 @@ class DockerBackend(SandboxBackend):
         self._reaper = asyncio.create_task(self._reap_forever(), name="envscaler-reaper")
 
     async def _reap_forever(self) -> None:
+        reaped = time.monotonic()
         while True:
-            await asyncio.sleep(REAP_INTERVAL)
+            await asyncio.sleep(RETRY_INTERVAL)
+            await self._retry_removals()
+            if time.monotonic() - reaped < REAP_INTERVAL:
+                continue
+            reaped = time.monotonic()
             try:
                 await self.reap_orphans()
             except Exception:
                 log.exception("reaping orphaned sandboxes failed; will retry")
+
+    async def _retry_removals(self) -> None:
+        for container_id in list(self._unremoved):
+            try:
+                await asyncio.to_thread(self._remove, container_id)
+            except ENGINE_ERRORS:
+                return  # still away: next time
+            self._unremoved.discard(container_id)
+            log.info("removed sandbox %s after the engine came back", container_id[:12])
 
     def _container_spec(self, sandbox_id: str, directory: Path, labels: dict[str, str]) -> dict[str, Any]:
         cfg = self.config
@@ -100,13 +121,18 @@ class DockerBackend(SandboxBackend):
             handle = SandboxHandle(id=await asyncio.shield(starting), socket_path=str(socket_path),
                                    backend=self.name, instance=self.instance)
             await wait_for_runtime(handle.socket_path, self.config.start_timeout, lambda: None)
+            # The runtime has bound its socket: from now on the directory is read-only to the
+            # sandbox, so environment code cannot swap the socket for a link to another socket
+            # (which the next gateway to attach would follow) nor fill the host's disk through it.
+            await asyncio.to_thread(directory.chmod, 0o755)
             return handle
         except BaseException as exc:
             container_id = await _result_or_none(starting)
-            failed = isinstance(exc, (DockerException, SandboxGone, TimeoutError))
+            # OSError: requests' connection errors (the engine is down) are OSErrors too
+            failed = isinstance(exc, (DockerException, OSError, SandboxGone, TimeoutError))
             reason = await self._logs_tail(container_id) if container_id and failed else ""
             if container_id:
-                await asyncio.to_thread(self._remove, container_id)
+                await self._remove_now_or_later(container_id)
             shutil.rmtree(directory, ignore_errors=True)
             if failed:
                 raise SandboxUnavailable(f"sandbox did not start: {exc}\n{reason}".strip()) from exc
@@ -121,7 +147,7 @@ class DockerBackend(SandboxBackend):
         def tail() -> str:
             try:
                 return self.client.api.logs(container_id, tail=20).decode(errors="replace")
-            except DockerException:
+            except ENGINE_ERRORS:
                 return ""
         return await asyncio.to_thread(tail)
 
@@ -135,15 +161,24 @@ class DockerBackend(SandboxBackend):
                 raise
 
     async def destroy(self, handle: SandboxHandle) -> None:
-        await asyncio.to_thread(self._remove, handle.id)
+        """Remove the container now, or as soon as the engine answers again (never raises for
+        an engine that is away: a destroy is on some error path already)."""
+        await self._remove_now_or_later(handle.id)
         shutil.rmtree(Path(handle.socket_path).parent, ignore_errors=True)
+
+    async def _remove_now_or_later(self, container_id: str) -> None:
+        try:
+            await asyncio.to_thread(self._remove, container_id)
+        except ENGINE_ERRORS as exc:
+            self._unremoved.add(container_id)
+            log.warning("removing sandbox %s failed (%s); will retry", container_id[:12], exc)
 
     async def name_session(self, handle: SandboxHandle, session_id: str) -> None:
         """Rename the container to end with the session id: Docker labels cannot change."""
         name = f"envscaler-{self.instance}-{Path(handle.socket_path).parent.name}-{session_id}"
         try:
             await asyncio.to_thread(self.client.api.rename, handle.id, name)
-        except DockerException as exc:  # gone already, or a name Docker refuses: only cosmetic
+        except ENGINE_ERRORS as exc:  # gone already, a name Docker refuses, no engine: cosmetic
             log.debug("renaming sandbox %s failed: %s", handle.id[:12], exc)
 
     async def is_running(self, handle: SandboxHandle) -> bool:
@@ -156,6 +191,8 @@ class DockerBackend(SandboxBackend):
                 return self.client.api.inspect_container(container_id)["State"]
             except NotFound:
                 return None
+            except ENGINE_ERRORS as exc:
+                raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from exc
         return await asyncio.to_thread(inspect)
 
     async def diagnose(self, handle: SandboxHandle) -> str:
@@ -163,16 +200,20 @@ class DockerBackend(SandboxBackend):
         def settled_state() -> dict[str, Any] | None:
             try:
                 self.client.api.wait(handle.id, timeout=DIAGNOSE_WAIT)
-            except (ConnectionError, DockerException, ReadTimeout):
+            except (ConnectionError, *ENGINE_ERRORS):
                 pass
             try:
                 return self.client.api.inspect_container(handle.id)["State"]
             except NotFound:
                 return None
+            except ENGINE_ERRORS:
+                return {"EngineAway": True}
 
         state = await asyncio.to_thread(settled_state)
         if state is None:
             return "container is gone"
+        if state.get("EngineAway"):
+            return "the Docker engine does not answer"
         if state.get("OOMKilled"):
             return f"killed: out of memory (limit {self.config.memory})"
         if not state.get("Running"):
@@ -181,7 +222,10 @@ class DockerBackend(SandboxBackend):
 
     async def _list(self, *label_filters: str) -> list[dict[str, Any]]:
         filters = {"label": [f"{MANAGED}=1", f"{SOCKET_ROOT}={self.config.socket_root}", *label_filters]}
-        return await asyncio.to_thread(self.client.api.containers, all=True, filters=filters)
+        try:
+            return await asyncio.to_thread(self.client.api.containers, all=True, filters=filters)
+        except ENGINE_ERRORS as exc:
+            raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from exc
 
     def _handle(self, container: dict[str, Any]) -> SandboxHandle:
         labels = container["Labels"]
@@ -210,14 +254,34 @@ class DockerBackend(SandboxBackend):
                 shutil.rmtree(directory, ignore_errors=True)
 
     async def health(self) -> dict[str, object]:
-        info = await asyncio.to_thread(self.client.version)
+        """The engine answers, the image exists and the socket root takes new sandboxes: what
+        creating a sandbox needs (each a reason for 503 on /readyz, named)."""
+        def probe() -> dict[str, Any]:
+            info = self.client.version()
+            try:
+                self.client.api.inspect_image(self.config.image)
+            except NotFound:
+                raise SandboxUnavailable(f"the sandbox image {self.config.image} does not exist "
+                                         "in the engine; build it with `envscaler sandbox build`"
+                                         ) from None
+            directory = self.config.socket_root / self.instance
+            if not os.access(directory if directory.exists() else self.config.socket_root,
+                             os.W_OK | os.X_OK):
+                raise SandboxUnavailable(f"the socket root {directory} is not writable")
+            return info
+
+        info = await asyncio.to_thread(probe)
         return {"backend": self.name, "isolation": self.isolation, "engine": info.get("Version"),
                 "image": self.config.image, "runtime": self.config.docker_runtime or "runc"}
 
     async def close(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
-        await super().close()
+        try:
+            await self._retry_removals()
+            await super().close()
+        except SandboxUnavailable as exc:  # other instances reap what is left once it is back
+            log.warning("could not remove this instance's sandboxes: %s", exc)
         shutil.rmtree(self.config.socket_root / self.instance, ignore_errors=True)
         await self.heartbeat.stop()
 

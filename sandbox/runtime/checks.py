@@ -12,6 +12,7 @@ import json
 import os
 import select
 import selectors
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -43,15 +44,21 @@ def run_checks(checks: list[str], initial_state: str, final_state: str,
     """Verdicts ``{"passed", "error"}`` in the order of ``checks``; states are JSON texts."""
     if not checks:
         return []
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(checks))) as pool:
-        return list(pool.map(lambda source: run_check(source, initial_state, final_state, timeout),
-                             checks))
+    try:
+        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(checks))) as pool:
+            return list(pool.map(
+                lambda source: run_check(source, initial_state, final_state, timeout), checks))
+    except RuntimeError:  # no thread could start (the sandbox's process limit): one at a time
+        return [run_check(source, initial_state, final_state, timeout) for source in checks]
 
 
 def run_check(source: str, initial_state: str, final_state: str, timeout: float) -> dict[str, Any]:
     payload = (f'{{"source":{json.dumps(source)},"initial_state":{initial_state},'
                f'"final_state":{final_state}}}').encode()
-    run = _run_bounded([sys.executable, "-I", "-S", str(DRIVER)], payload, timeout)
+    try:
+        run = _run_bounded([sys.executable, "-I", "-S", str(DRIVER)], payload, timeout)
+    except OSError as exc:  # e.g. the process limit, reached by what the environment runs
+        return {"passed": False, "error": f"the check could not start: {exc.strerror or exc}"}
     if run.returncode is None:
         return {"passed": False, "error": f"check timed out after {timeout:g} s"}
     if run.overflowed:
@@ -79,9 +86,12 @@ def _parse_verdict(stdout: bytes) -> dict[str, Any] | None:
 def _run_bounded(argv: list[str], payload: bytes, timeout: float) -> _Run:
     """Like ``Popen.communicate(payload, timeout)``, but stdout is capped at
     ``MAX_VERDICT_BYTES`` and only the last ``STDERR_TAIL_BYTES`` of stderr are kept, so a
-    chatty check cannot exhaust the sandbox's memory. The child is killed at the deadline."""
+    chatty check cannot exhaust the sandbox's memory. The child is killed at the deadline, and
+    whatever it started is killed with it when it ends (its own process group), so a check that
+    forks cannot leave processes behind to starve the next checks of the sandbox's process
+    limit."""
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+                               stderr=subprocess.PIPE, start_new_session=True)
     assert process.stdin and process.stdout and process.stderr
     deadline = REAL_MONOTONIC() + timeout
     stdout, stderr = bytearray(), bytearray()
@@ -111,11 +121,19 @@ def _run_bounded(argv: list[str], payload: bytes, timeout: float) -> _Run:
                 overflowed = len(stdout) > MAX_VERDICT_BYTES
                 del stderr[:-STDERR_TAIL_BYTES]
     if timed_out or overflowed:
-        process.kill()
+        _kill_group(process.pid)
     returncode = process.wait()
+    _kill_group(process.pid)  # what the check left running (the group id stays reserved)
     for stream in (process.stdin, process.stdout, process.stderr):
         stream.close()
     return _Run(None if timed_out else returncode, bytes(stdout), bytes(stderr), overflowed)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _write_some(fd: int, pending: memoryview) -> memoryview:

@@ -51,6 +51,9 @@ class _Blueprint:
     seed: int
     start_ns: int
     max_result_bytes: int
+    # Tool name -> signature of the bound method, computed on first call: it depends on the
+    # function only, and computing it took a third of the runtime's time per call.
+    signatures: dict[str, inspect.Signature] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,18 +104,22 @@ class EnvHost:
         self._env = self._build(blueprint)
         return {"tools": list(blueprint.tools)}
 
-    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+    def call(self, name: str, arguments: dict[str, Any], executed: int | None = None) -> Any:
         """Run one advertised tool. Arguments are bound first, so a call that does not fit the
         signature leaves no trace at all (not even on the clock, which moves only when a tool
-        runs)."""
+        runs). ``executed``: see `_expect`."""
         env = self._require()
+        self._expect(executed)
         function = env.blueprint.tools.get(name)
         if function is None:
             raise OperationError("ToolNotFound",
                                  f"{name!r} is not a tool of {env.blueprint.cls.__name__}")
         method = types.MethodType(function, env.instance)
         try:
-            inspect.signature(method).bind(**arguments)
+            signature = env.blueprint.signatures.get(name)
+            if signature is None:
+                signature = env.blueprint.signatures[name] = inspect.signature(method)
+            signature.bind(**arguments)
         except TypeError as exc:
             raise OperationError("ArgumentError", f"{name}: {exc}") from None
         self._determinism.clock.advance_call()
@@ -124,15 +131,28 @@ class EnvHost:
                                  _describe_in_source(exc, env.blueprint.source_lines)) from None
         return _bounded_result(name, result, env.blueprint.max_result_bytes)
 
-    def state(self) -> dict[str, Any]:
-        return _state(self._require().instance)
-
-    def check(self, checks: list[str], timeout: float = 2.0) -> list[dict[str, Any]]:
+    def state(self, executed: int | None = None) -> dict[str, Any]:
         env = self._require()
+        self._expect(executed)
+        return _state(env.instance)
+
+    def check(self, checks: list[str], timeout: float = 2.0,
+              executed: int | None = None) -> list[dict[str, Any]]:
+        env = self._require()
+        self._expect(executed)
         _require_strings("checks", checks)
         if not 0 < timeout <= MAX_CHECK_TIMEOUT:
             raise OperationError("BadRequest", f"timeout must be in (0, {MAX_CHECK_TIMEOUT:g}] s")
         return run_checks(checks, env.initial_state, dumps(_state(env.instance)), timeout)
+
+    def _expect(self, executed: int | None) -> None:
+        """Refuse to act when the caller expects another number of executed calls than this
+        sandbox ran: someone else ran a call here that the caller's record lacks (a gateway that
+        died between running a call and recording it, while another gateway held this sandbox
+        too), so this state is not the recorded one."""
+        if executed is not None and executed != self.executed:
+            raise OperationError("Diverged", f"this sandbox ran {self.executed} calls since its "
+                                 f"load or reset; the caller recorded {executed}")
 
     def _require(self) -> _Environment:
         if self._env is None:

@@ -12,14 +12,19 @@ Operations (fields beyond ``op``):
             [, ``max_result_bytes``, ``clock_start`` (ISO 8601; default 2025-01-01T09:00:00Z)]
                                               -> ``{"tools": [...]}``
 - ``reset`` [``init_config``, ``seed``]       -> ``{"tools": [...]}``
-- ``call``  ``name, arguments``               -> the tool's JSON-safe result
-- ``state``                                   -> the public attributes of the instance
-- ``check`` ``checks`` [, ``timeout``]        -> ``[{"passed": bool, "error": str | null}]``
+- ``call``  ``name, arguments`` [, ``executed``] -> the tool's JSON-safe result
+- ``state`` [``executed``]                    -> the public attributes of the instance
+- ``check`` ``checks`` [, ``timeout``, ``executed``] -> ``[{"passed": bool, "error": str | null}]``
+
+``executed`` is the number of tool calls the caller believes ran since the last load or reset;
+when given and different, the operation is refused with ``Diverged`` and nothing runs.
 
 Error types (``error.type``), all stable:
 
 - ``BadRequest``: malformed message, unknown op, missing/unexpected/mistyped field
 - ``NotLoaded``: an environment operation before a successful ``load``
+- ``Diverged``: ``executed`` differs from the calls this sandbox ran (its state is not the
+  caller's)
 - ``LoadError``: the source does not compile or run, the class is missing or does not
   instantiate, an advertised tool is not a public method of the class
 - ``ToolNotFound``: ``call`` of a name that is not an advertised tool

@@ -35,9 +35,11 @@ FIELDS: dict[str, dict[str, _Field]] = {
              "seed": _Field((int,), True), "max_result_bytes": _Field((int,), False),
              "clock_start": _Field((str, _NONE), False)},
     "reset": {"init_config": _Field((dict, _NONE), False), "seed": _Field((int, _NONE), False)},
-    "call": {"name": _Field((str,), True), "arguments": _Field((dict,), True)},
-    "state": {},
-    "check": {"checks": _Field((list,), True), "timeout": _Field(_NUMBER, False)},
+    "call": {"name": _Field((str,), True), "arguments": _Field((dict,), True),
+             "executed": _Field((int,), False)},
+    "state": {"executed": _Field((int,), False)},
+    "check": {"checks": _Field((list,), True), "timeout": _Field(_NUMBER, False),
+              "executed": _Field((int,), False)},
 }
 
 

@@ -428,10 +428,18 @@ class GatewayProcess:
                 import docker
 
                 client = docker.from_env()
-                for container in client.containers.list(
+                from docker.errors import APIError, NotFound
+
+                for container in client.api.containers(
                     all=True, filters={"label": f"envscaler.instance={instance}"}
                 ):
-                    container.remove(force=True)
+                    try:
+                        client.api.remove_container(container["Id"], force=True)
+                    except NotFound:
+                        pass
+                    except APIError as exc:  # 409: its gateway is removing it right now
+                        if exc.status_code != 409:
+                            raise
             for pid_file in (socket_root / instance).glob("*/runtime.pid"):
                 try:
                     pid = int(pid_file.read_text())
