@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from envscaler_cli import (
+    bench_cmd,
     check_cmd,
     envs_cmd,
     export_cmd,
@@ -30,3 +31,4 @@ app.command()(gate_cmd.gate)
 app.add_typer(import_cmd.app, name="import")
 app.command()(rollout_cmd.rollout)
 app.add_typer(export_cmd.app, name="export")
+app.command()(bench_cmd.bench)

@@ -1,0 +1,58 @@
+"""What a benchmark run measures and how much: the ``quick``, ``full`` and ``tiny`` presets."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+CALL_ENVS = ("library_loans", "subscription_billing")  # hand-written, and one synthesized
+
+
+@dataclass
+class BenchConfig:
+    mode: str
+    envs: tuple[str, ...] = CALL_ENVS
+    # concurrency levels per environment (one session per concurrent caller)
+    levels: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    warmup: float = 0.5             # seconds of load before each measuring window
+    duration: float = 3.0           # seconds of each measuring window
+    workers: int = 2                # uvicorn workers of the gateway
+    pool_size: int = 24             # warm sandboxes per worker
+    warm_creations: int = 20        # sessions created one at a time from the warm pool
+    cold_creations: int = 10        # sessions created one at a time with no warm pool
+    resets: int = 50
+    validations: int = 20
+    baseline_calls: int = 20000     # direct method calls in the throwaway container
+    runtime_calls: int = 2000       # round trips to a sandbox runtime, no gateway
+    density_sessions: int = 0       # 0: measure the sessions already live after the call figures
+    density_concurrency: int = 64
+    rollouts: int = 100             # concurrent sessions driven by AsyncEnvClient
+    max_containers_per_second: float = 100.0  # ENVSCALER_SANDBOX_CREATE_RATE of the gateway
+    quiet_cores: float = 0.3        # wait for the machine to be this idle before each figure,
+    quiet_timeout: float = 10.0     # at most this long per figure,
+    quiet_budget: float = 30.0      # and this long in all
+
+    def to_dict(self) -> dict[str, Any]:
+        """As written to results.json (tuples as lists)."""
+        return json.loads(json.dumps(asdict(self)))
+
+
+def preset(mode: str) -> BenchConfig:
+    if mode == "quick":
+        return BenchConfig(mode="quick", levels={"library_loans": (1, 16, 64, 256),
+                                                 "subscription_billing": (1, 16, 64)},
+                           pool_size=12, warm_creations=10, cold_creations=8)
+    if mode == "full":
+        return BenchConfig(mode="full", levels={env: (1, 16, 64, 256) for env in CALL_ENVS},
+                           warmup=2.0, duration=10.0, pool_size=64, warm_creations=60,
+                           cold_creations=30, resets=300, validations=100, baseline_calls=100000,
+                           runtime_calls=10000, density_sessions=1000, rollouts=500,
+                           quiet_timeout=60.0, quiet_budget=600.0)
+    if mode == "tiny":  # the test suite's: every figure, a few samples each
+        return BenchConfig(mode="tiny", envs=("library_loans",), levels={"library_loans": (1, 4)},
+                           warmup=0.1, duration=0.5, workers=1, pool_size=3, warm_creations=2,
+                           cold_creations=2, resets=3, validations=2, baseline_calls=200,
+                           runtime_calls=50, density_sessions=6, density_concurrency=4,
+                           rollouts=4, quiet_timeout=0.0, quiet_budget=0.0)
+    raise ValueError(f"unknown mode {mode!r}; expected quick, full or tiny")

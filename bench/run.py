@@ -1,0 +1,279 @@
+"""One benchmark run: every figure, side by side, on gateways started for it; then the report.
+
+Phases, in order (each waits for the machine to be quiet first, and records how busy it was):
+
+1. a gateway (`envscaler serve --workers N`, Docker backend, its own Redis) with a full warm pool;
+2. session creation from the warm pool, reset, validation (one request at a time);
+3. tool calls at each concurrency level per environment (``bench.loadgen`` in its own process),
+   with the CPU of every component over the same window;
+4. the baselines: the same call in-process (throwaway container) and over the runtime's socket;
+5. density: sessions topped up to ``density_sessions``, memory per session, calls across all;
+6. the rollout pattern through ``AsyncEnvClient`` (its own process);
+7. the gateway stopped, every container of the run removed; a second gateway with no warm pool
+   for cold session creation; then a check that no container of the run is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import platform
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import DockerException
+
+from bench import baseline, calls, density, lifecycle, report, rollouts
+from bench.config import BenchConfig
+from bench.gateway import Gateway, GatewayOptions, remove_containers
+from bench.procstat import CpuMeter, wait_for_quiet
+from bench.workload import episodes, load_envs, probe
+from sandbox.image import ensure_image
+from server.settings import Settings
+
+BENCH_LABEL = "envscaler.bench"
+RELEASE_ABOVE = 800  # live sessions + rollouts: above, the live sessions are closed first
+
+
+class Run:
+    def __init__(self, config: BenchConfig, out_dir: Path, say: Callable[[str], None]) -> None:
+        self.config = config
+        self.out_dir = out_dir
+        self.say = say
+        self.run_id = secrets.token_hex(4)
+        self.quiet: dict[str, float] = {}
+        self.quiet_spent = 0.0
+        self.phases: dict[str, float] = {}
+        self.docker = docker.from_env(timeout=120)
+        self.gateways: list[Gateway] = []
+
+    def wait_quiet(self, figure: str) -> None:
+        """Let whatever else runs on the machine calm down first (bounded), and record the load
+        seen: the figure is only as good as the machine was quiet."""
+        left = self.config.quiet_budget - self.quiet_spent
+        if left <= 0:
+            return
+        started = time.perf_counter()
+        self.quiet[figure] = wait_for_quiet(self.config.quiet_cores,
+                                            min(self.config.quiet_timeout, left))
+        self.quiet_spent += time.perf_counter() - started
+
+    def phase(self, name: str, started: float) -> None:
+        self.phases[name] = round(time.perf_counter() - started, 1)
+        self.say(f"  {name}: {self.phases[name]} s")
+
+    # ------------------------------------------------------------------ the run
+
+    def execute(self) -> dict[str, Any]:
+        config, settings = self.config, Settings()
+        began = time.perf_counter()
+        image = ensure_image(self.docker, settings.sandbox_base_image)
+        envs = load_envs(settings.catalogue, config.envs)
+        probes = {env_id: probe(env) for env_id, env in envs.items()}
+        main_env = config.envs[0]
+        results: dict[str, Any] = {
+            "meta": {"started": datetime.now(UTC).isoformat(timespec="seconds"),
+                     "mode": config.mode, "host": density.host_limits(),
+                     "kernel": platform.release(), "python": platform.python_version(),
+                     "image": image, "gateway": f"envscaler serve --workers {config.workers}",
+                     "load_generator": "bench.loadgen: asyncio Protocol, keep-alive HTTP/1.1, "
+                                       "its own process",
+                     "probes": {e: p.body() | {"scenario": p.scenario} for e, p in probes.items()}},
+            "config": config.to_dict()}
+        scratch = Path(tempfile.mkdtemp(prefix="envscaler-bench-"))
+        gateway = Gateway(GatewayOptions(workers=config.workers, pool_size=config.pool_size,
+                                         create_rate=config.max_containers_per_second),
+                          image, scratch)
+        self.gateways.append(gateway)
+        left = 0
+        try:
+            started = time.perf_counter()
+            self.say(f"gateway: {config.workers} workers, warm pool {config.pool_size} each")
+            gateway.start()
+            gateway.wait_ready()
+            redis_before = gateway.redis_memory()
+            self.phase("gateway start", started)
+
+            results["sessions"] = self.lifecycle(gateway, probes[main_env])
+            live = self.open_call_sessions(gateway, probes)
+            results["calls"] = self.calls(gateway, probes, live)
+            results["baselines"] = self.baselines(image, envs[main_env], probes[main_env])
+            results["density"] = self.density(gateway, probes, live, redis_before)
+            if sum(map(len, live.values())) + config.rollouts > RELEASE_ABOVE:
+                started = time.perf_counter()  # keep the machine's memory for the rollouts
+                calls.close_sessions(gateway.port, [s for ids in live.values() for s in ids])
+                self.phase("close the live sessions", started)
+            results["rollouts"] = self.rollouts(gateway, envs)
+        finally:
+            started = time.perf_counter()
+            left += self.stop(gateway)
+            self.phase("stop and remove containers", started)
+        results["sessions"]["create_cold"] = self.cold_creation(image, scratch, probes[main_env])
+        leftovers = self.leftovers()
+        shutil.rmtree(scratch, ignore_errors=True)
+        results["meta"].update(quiet_before_figures=self.quiet, phases_seconds=self.phases,
+                               total_seconds=round(time.perf_counter() - began, 1),
+                               containers_removed=left, containers_left=leftovers)
+        results["floors"] = report.floors(results)
+        return results
+
+    def stop(self, gateway: Gateway) -> int:
+        """Remove the run's containers in parallel first (a gateway shutting down kills its own
+        one at a time), then stop the gateway, whatever happened."""
+        try:
+            ids = gateway.containers()
+            remove_containers(self.docker, ids, parallel=16)
+        except DockerException as exc:
+            self.say(f"  removing containers failed ({exc}); the gateway stop retries")
+            ids = []
+        return len(ids) + gateway.stop()
+
+    def leftovers(self) -> int:
+        """Containers of this run still there (removed now, and counted as a fault)."""
+        found = [c["Id"] for c in self.docker.api.containers(
+            all=True, quiet=True, filters={"label": f"{BENCH_LABEL}={self.run_id}"})]
+        for gateway in self.gateways:
+            found += gateway.containers()
+        remove_containers(self.docker, found)
+        return len(found)
+
+    # ------------------------------------------------------------------ figures
+
+    def lifecycle(self, gateway: Gateway, probe_: Any) -> dict[str, Any]:
+        config = self.config
+        started = time.perf_counter()
+        self.wait_quiet("sessions")
+        warm, ids = lifecycle.create_sessions(gateway.port, probe_, config.warm_creations)
+        reset = lifecycle.resets(gateway.port, ids[0], config.resets)
+        validate = lifecycle.validations(gateway.port, ids[-1], config.validations)
+        lifecycle.delete_sessions(gateway.port, ids)
+        self.phase("session life cycle", started)
+        return {"create_warm": warm, "reset": reset, "validate": validate}
+
+    def open_call_sessions(self, gateway: Gateway, probes: dict[str, Any]) -> dict[str, list[str]]:
+        started = time.perf_counter()
+        live = {env_id: calls.open_sessions(gateway.port, probes[env_id],
+                                            max(self.config.levels[env_id]))
+                for env_id in self.config.envs}
+        gateway.wait_ready()  # the pool refilled: starting containers is not a call's cost
+        self.phase(f"open {sum(map(len, live.values()))} sessions", started)
+        return live
+
+    def meter(self, gateway: Gateway) -> CpuMeter:
+        return CpuMeter(processes={"gateway": gateway.pids(), "redis": [gateway.redis_pid()]},
+                        containers=gateway.containers())
+
+    def calls(self, gateway: Gateway, probes: dict[str, Any],
+              live: dict[str, list[str]]) -> dict[str, Any]:
+        config = self.config
+        started = time.perf_counter()
+        meter = self.meter(gateway)
+        figures: dict[str, Any] = {}
+        for env_id in config.envs:
+            figures[env_id] = {}
+            for level in config.levels[env_id]:
+                self.wait_quiet(f"calls {env_id} c={level}")
+                requests = calls.call_requests(probes[env_id], live[env_id][:level])
+                result = calls.load(gateway.port, calls.spread(requests, level), config.warmup,
+                                    config.duration, meter)
+                figures[env_id][str(level)] = result
+                self.say(f"  {env_id} c={level}: {result['rps']} calls/s, "
+                         f"p50 {result['summary'].get('p50_ms')} ms, "
+                         f"p99 {result['summary'].get('p99_ms')} ms")
+        self.phase("tool calls", started)
+        return figures
+
+    def baselines(self, image: str, env: Any, probe_: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        self.wait_quiet("baselines")
+        label = f"{BENCH_LABEL}={self.run_id}"
+        inproc = baseline.in_process(image, env, probe_, self.config.baseline_calls, label)
+        root = Path(f"/tmp/esb-{secrets.token_hex(4)}")
+        root.mkdir(mode=0o777)
+        try:
+            runtime = _run_async(baseline.runtime_round_trip(
+                image, env, probe_, self.config.runtime_calls, root, {BENCH_LABEL: self.run_id}))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        self.phase("baselines", started)
+        return {"in_process": inproc, "runtime": runtime}
+
+    def density(self, gateway: Gateway, probes: dict[str, Any], live: dict[str, list[str]],
+                redis_before: int) -> dict[str, Any]:
+        config = self.config
+        started = time.perf_counter()
+        count = sum(map(len, live.values()))
+        main_env = config.envs[0]
+        if config.density_sessions > count:
+            self.say(f"  opening {config.density_sessions - count} more sessions")
+            live[main_env] = live[main_env] + calls.open_sessions(
+                gateway.port, probes[main_env], config.density_sessions - count)
+            count = config.density_sessions
+        gateway.wait_ready()
+        time.sleep(1.0)  # let the new runtimes settle to their idle footprint
+        figures = density.measure(gateway, count, redis_before)
+        requests = [r for env_id in config.envs
+                    for r in calls.call_requests(probes[env_id], live[env_id])]
+        self.wait_quiet("density calls")
+        load = calls.load(gateway.port, calls.spread(requests, config.density_concurrency),
+                          config.warmup, config.duration, self.meter(gateway))
+        figures["calls"] = load
+        self.say(f"  {count} live sessions: {figures['per_session_mib']} MiB each "
+                 f"(containers + Redis); calls across all at c={config.density_concurrency}: "
+                 f"{load['rps']}/s, p99 {load['summary'].get('p99_ms')} ms")
+        self.phase("density", started)
+        return figures
+
+    def rollouts(self, gateway: Gateway, envs: dict[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        self.wait_quiet("rollouts")
+        jobs = [{"env": e.env, "scenario": e.scenario, "solution": e.solution}
+                for e in episodes(envs, self.config.rollouts)]
+        result = rollouts.spawn({"url": gateway.url, "episodes": jobs}, timeout=1800)
+        self.say(f"  {result['completed']}/{result['episodes']} episodes, "
+                 f"{result['episodes_per_second']}/s, reward {result['mean_reward']}, "
+                 f"client CPU {result['cpu_share']}")
+        self.phase("rollouts", started)
+        return result
+
+    def cold_creation(self, image: str, scratch: Path, probe_: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        gateway = Gateway(GatewayOptions(workers=1, pool_size=0,
+                                         create_rate=self.config.max_containers_per_second),
+                          image, scratch)
+        self.gateways.append(gateway)
+        try:
+            gateway.start()
+            gateway.wait_ready(pool_full=False)
+            self.wait_quiet("create cold")
+            cold, _ = lifecycle.create_sessions(gateway.port, probe_, self.config.cold_creations)
+        finally:
+            remove_containers(self.docker, gateway.containers(), parallel=16)
+            gateway.stop()
+        self.phase("cold creation", started)
+        return cold
+
+
+def _run_async(coroutine: Any) -> Any:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    return uvloop.run(coroutine)
+
+
+def run(config: BenchConfig, out_dir: Path, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Measure, then write ``results.json``, ``results.md`` and the plots into ``out_dir``."""
+    results = Run(config, out_dir, say).execute()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out_dir / "results.md").write_text(report.markdown(results))
+    report.plots(results, out_dir)
+    return results
