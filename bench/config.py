@@ -41,8 +41,8 @@ class BenchConfig:
 def preset(mode: str) -> BenchConfig:
     if mode == "quick":
         return BenchConfig(mode="quick", levels={"library_loans": (1, 16, 64, 256),
-                                                 "subscription_billing": (1, 16, 64)},
-                           pool_size=12, warm_creations=10, cold_creations=8)
+                                                 "subscription_billing": (1, 64)},
+                           pool_size=12, warm_creations=10, cold_creations=8, rollouts=50)
     if mode == "full":
         return BenchConfig(mode="full", levels={env: (1, 16, 64, 256) for env in CALL_ENVS},
                            warmup=2.0, duration=10.0, pool_size=64, warm_creations=60,

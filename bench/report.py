@@ -37,15 +37,18 @@ def floors(results: dict[str, Any]) -> list[dict[str, Any]]:
         ("reset p50", f"<= {FLOOR_RESET_P50_MS:g} ms", _get(results, "sessions", "reset", "p50_ms"),
          "ms", lambda v: v <= FLOOR_RESET_P50_MS),
         (f"{FLOOR_DENSITY_SESSIONS} live sessions, call p99", f"<= {FLOOR_DENSITY_P99_MS:g} ms",
-         _get(density, "calls", "summary", "p99_ms"), "ms",
-         lambda v: v <= FLOOR_DENSITY_P99_MS and density.get("live_sessions", 0)
-         >= FLOOR_DENSITY_SESSIONS),
+         # fewer live sessions (quick mode) say nothing of the floor: not judged
+         _get(density, "calls", "summary", "p99_ms")
+         if density.get("live_sessions", 0) >= FLOOR_DENSITY_SESSIONS else None, "ms",
+         lambda v: v <= FLOOR_DENSITY_P99_MS),
     ]
     out = []
     for name, floor, value, unit, test in rows:
         measured = None if value is None else f"{value:g} {unit}"
-        if name.startswith(str(FLOOR_DENSITY_SESSIONS)) and value is not None:
-            measured += f" ({density.get('live_sessions')} live)"
+        if name.startswith(str(FLOOR_DENSITY_SESSIONS)) and density:
+            measured = (f"{measured} ({density.get('live_sessions')} live)" if value is not None
+                        else f"not judged: {density.get('live_sessions')} live (--full holds "
+                             f"{FLOOR_DENSITY_SESSIONS})")
         out.append({"floor": name, "target": floor, "measured": measured,
                     "met": None if value is None else bool(test(value))})
     return out

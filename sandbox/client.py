@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from sandbox import jsoncodec
 from sandbox.errors import RuntimeFault, SandboxGone
 from sandbox.runtime import protocol
 
@@ -43,11 +44,11 @@ class RuntimeClient:
             self._reader, self._writer = await asyncio.open_unix_connection(
                 self.socket_path, limit=protocol.MAX_MESSAGE_BYTES)
         assert self._reader is not None
-        self._writer.write(protocol.encode(message))
+        self._writer.write(protocol.frame(jsoncodec.dump_bytes(message)))
         await self._writer.drain()
         header = await self._reader.readexactly(protocol.HEADER.size)
         body = await self._reader.readexactly(protocol.decode_length(header))
-        reply = protocol.decode_body(body)
+        reply = protocol.decode_body(body, jsoncodec.loads)
         if not isinstance(reply, dict):
             raise protocol.ProtocolError("reply is not an object")
         return reply

@@ -29,6 +29,7 @@ from server.auth import Authenticator
 from server.catalogue import ServedCatalogue
 from server.limits import BodyLimit
 from server.metrics import Metrics
+from server.responses import FastJSONResponse
 from server.routes import envs, health, sessions
 from server.sessions import SessionService
 from server.settings import Settings
@@ -139,6 +140,7 @@ def create_app(
         version="1",
         description=DESCRIPTION,
         lifespan=lifespan,
+        default_response_class=FastJSONResponse,
         openapi_tags=[
             {"name": "sessions", "description": "Sessions and tool calls"},
             {"name": "environments", "description": "The catalogue"},

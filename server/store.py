@@ -70,7 +70,6 @@ that long (``GET /v1/sessions/{id}``, ``/trajectory``, ``/state``, ``/validate``
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import dataclass
@@ -80,6 +79,7 @@ from redis.asyncio import Redis
 from redis.asyncio.lock import Lock
 from redis.commands.core import AsyncScript
 
+from sandbox import jsoncodec
 from server.redis_scripts import ScriptClient
 
 PREFIX = "envscaler"
@@ -103,7 +103,7 @@ def lock_key(session_id: str) -> str:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return jsoncodec.dumps(value)
 
 
 class _DecodedOnRead:
@@ -119,7 +119,7 @@ class _DecodedOnRead:
             raise AttributeError(self.slot)  # no class-level default: the field stays required
         value = record.__dict__[self.slot]
         if isinstance(value, str):
-            value = record.__dict__[self.slot] = json.loads(value or "{}")
+            value = record.__dict__[self.slot] = jsoncodec.loads(value or "{}")
         return value
 
     def __set__(self, record: Any, value: Any) -> None:
@@ -159,7 +159,7 @@ class Record:
             length=int(raw.get("length", 0)),
             step=int(raw.get("step", 0)),
             executed=int(raw.get("executed", 0)),
-            sandbox=json.loads(sandbox) if sandbox else None,
+            sandbox=jsoncodec.loads(sandbox) if sandbox else None,
             owner=raw.get("owner", ""),
             agent_token_hash=raw.get("agent_token_hash", ""),
             status=raw.get("status", "active"),
@@ -340,13 +340,13 @@ class SessionStore:
 
     async def entry(self, session_id: str, index: int) -> dict[str, Any] | None:
         raw = await self.redis.lindex(calls_key(session_id), index)
-        return json.loads(raw) if raw is not None else None
+        return jsoncodec.loads(raw) if raw is not None else None
 
     async def entries(
         self, session_id: str, start: int = 0, stop: int = -1
     ) -> list[dict[str, Any]]:
         return [
-            json.loads(raw) for raw in await self.redis.lrange(calls_key(session_id), start, stop)
+            jsoncodec.loads(raw) for raw in await self.redis.lrange(calls_key(session_id), start, stop)
         ]
 
     async def commit(

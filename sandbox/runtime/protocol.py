@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+from collections.abc import Callable
 from typing import Any
 
 HEADER = struct.Struct(">I")
@@ -56,8 +57,12 @@ class FramingError(ProtocolError):
 def encode(message: Any) -> bytes:
     """Frame ``message``. Lone surrogates (valid JSON escapes such as ``"\\ud800"``) travel as
     ``surrogatepass`` bytes, which ``json.loads`` on bytes decodes back, instead of failing here."""
-    body = json.dumps(message, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8", "surrogatepass")
+    return frame(json.dumps(message, separators=(",", ":"), ensure_ascii=False,
+                            allow_nan=False).encode("utf-8", "surrogatepass"))
+
+
+def frame(body: bytes) -> bytes:
+    """Frame an encoded message (its length first), refusing one larger than the limit."""
     if len(body) > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"message of {len(body)} bytes exceeds {MAX_MESSAGE_BYTES}")
     return HEADER.pack(len(body)) + body
@@ -70,9 +75,9 @@ def decode_length(header: bytes) -> int:
     return length
 
 
-def decode_body(body: bytes) -> Any:
+def decode_body(body: bytes, loads: Callable[[bytes], Any] = json.loads) -> Any:
     try:
-        return json.loads(body)
+        return loads(body)
     except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the limit
         raise ProtocolError(f"message is not JSON: {exc}") from exc
 

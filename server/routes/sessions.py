@@ -7,7 +7,6 @@ their own session; every other route depends on `server.auth.admin`.
 from __future__ import annotations
 
 from fastapi import APIRouter, Body, Depends, Path, Request
-from fastapi.responses import JSONResponse
 
 from server.auth import Principal, admin, principal
 from server.errors import ApiError
@@ -26,6 +25,7 @@ from server.models import (
     Validation,
     error_responses,
 )
+from server.responses import FastJSONResponse
 from server.sessions import SessionService
 from server.store import Record
 
@@ -124,13 +124,13 @@ async def call_tool(
     request: Request,
     session_id: str = SessionId,
     caller: Principal = Depends(principal),
-) -> JSONResponse:
+) -> FastJSONResponse:
     outcome = await service(request).call(
         caller, session_id, body.name, body.arguments, body.call_id
     )
     if outcome.status == 504:
         raise ApiError(504, "Timeout", outcome.entry["error"]["message"])
-    return JSONResponse(outcome.body())
+    return FastJSONResponse(outcome.body())
 
 
 @router.get(

@@ -85,7 +85,10 @@ def test_floors_from_a_full_results_shape() -> None:
     }
     met = {f["floor"]: f["met"] for f in report.floors(results)}
     assert list(met.values()) == [True, True, True, False, True]
-    results["density"]["live_sessions"] = 100
+    results["density"]["calls"]["summary"]["p99_ms"] = 1200.0
     assert report.floors(results)[-1]["met"] is False
+    results["density"]["live_sessions"] = 100  # fewer than the floor's: not judged
+    assert report.floors(results)[-1]["met"] is None
+    assert "not judged: 100 live" in report.floors(results)[-1]["measured"]
     del results["calls"]["library_loans"]["64"]
     assert report.floors(results)[1]["met"] is None

@@ -1,0 +1,46 @@
+"""`sandbox.jsoncodec`: orjson's speed, with the standard library's answer wherever orjson refuses
+what the standard library accepts (the gateway must not start refusing valid messages)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sandbox import jsoncodec
+from sandbox.runtime import protocol
+
+
+@pytest.mark.parametrize("value", [
+    {"name": "get_member", "arguments": {"member_id": "M-1001", "n": 3, "ok": True, "x": None}},
+    {"text": "naïve – ünïcode ✓"},
+    [1.5, -0.0, 10**18, "a\nb\"c"],
+])
+def test_dumps_is_the_standard_librarys_compact_json(value: object) -> None:
+    standard = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    assert jsoncodec.dumps(value) == standard
+    assert jsoncodec.dump_bytes(value) == standard.encode()
+    assert jsoncodec.loads(jsoncodec.dumps(value)) == value
+
+
+def test_what_orjson_refuses_falls_back_to_the_standard_library() -> None:
+    assert jsoncodec.dumps({1: "int key"}) == '{"1":"int key"}'
+    assert jsoncodec.loads(jsoncodec.dumps({"big": 2**80})) == {"big": 2**80}
+    lone = {"s": "\ud800"}
+    assert jsoncodec.dump_bytes(lone) == b'{"s":"\xed\xa0\x80"}'  # surrogatepass, as the runtime
+    assert jsoncodec.loads(jsoncodec.dump_bytes(lone)) == lone
+    assert jsoncodec.loads("[NaN]")[0] != jsoncodec.loads("[NaN]")[0]  # NaN, as json.loads
+
+
+def test_no_nan_token_is_ever_written() -> None:
+    """Never invalid JSON: orjson writes NaN as null, the standard library's path refuses it."""
+    assert jsoncodec.dumps({"a": float("nan")}) == '{"a":null}'
+    with pytest.raises(ValueError):
+        jsoncodec.dumps({1: float("nan")})
+
+
+def test_what_json_refuses_is_refused_alike() -> None:
+    with pytest.raises(json.JSONDecodeError):
+        jsoncodec.loads('{"a": ')
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode_body(b"[" * 100_000, jsoncodec.loads)
