@@ -55,11 +55,26 @@ def serve(
         os.environ["ENVSCALER_REDIS_URL"] = redis_server.url
         console.print(f"embedded Redis at {redis_server.url} (data in {redis_server.directory})")
     try:
-        uvicorn.run("server.app:create_app", factory=True, host=host, port=port, workers=workers,
-                    log_level=settings.log_level.lower())
+        config = {"app": "server.app:create_app", "factory": True, "host": host, "port": port,
+                  "log_level": settings.log_level.lower()}
+        if workers == 1:
+            uvicorn.run(**config)
+        else:
+            _serve_workers(host, port, workers, config)
     finally:
         if redis_server is not None:
             redis_server.stop()
+
+
+def _serve_workers(host: str, port: int, workers: int, config: dict[str, object]) -> None:
+    """Worker processes with a listening socket each (`server.workers`)."""
+    from server.workers import Supervisor
+
+    try:
+        Supervisor(host, port, workers, config).run(str(config["log_level"]))
+    except OSError as exc:
+        console.print(f"[red]error:[/red] cannot listen on {host}:{port}: {exc.strerror or exc}")
+        raise typer.Exit(1) from None
 
 
 def _sandbox_image(base_image: str) -> str:
