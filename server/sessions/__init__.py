@@ -1,0 +1,50 @@
+"""Sessions: create, call, state, trajectory, reset, validate, delete, expire — the gateway's core.
+
+A session is a record and a trajectory in Redis (layout: `server.store`) plus, somewhere, a live
+sandbox holding the environment's state. The sandbox is a cache of the trajectory:
+
+Durability by deterministic replay
+    Each request reads the record. If this process holds a live `Sandbox` for the record's sandbox,
+    it is used; otherwise the gateway attaches to the record's sandbox handle (socket paths are on
+    the shared host) and pings it. When that fails (container killed, runtime crashed, gateway
+    restarted on a host whose sandboxes died), a fresh sandbox is claimed from the pool, the
+    environment is loaded with the current epoch's ``init_config`` and ``seed``, and every entry of
+    the current epoch whose ``replay`` flag is set is executed again, in order. The runtime makes
+    execution deterministic for a given seed, so the state and every later result are what they
+    would have been; each replayed result is compared with the recorded one, and a difference is
+    logged and counted (``envscaler_replay_mismatches_total``), never hidden.
+
+Serialization
+    Calls on one session never interleave: a per-session `asyncio.Lock` orders requests inside the
+    process (FIFO, no polling), and a Redis lock (``redis.asyncio.lock.Lock`` on
+    ``envscaler:session:{id}:lock``, with a lease) orders them across gateways on one Redis.
+    Different sessions run in parallel. Every wait is bounded: a request that cannot take the
+    lock within ``session_lock_wait`` answers 503 ``SessionBusy`` with ``Retry-After``.
+
+Idempotency
+    A call with a ``call_id`` already in the session's ``:call-ids`` hash returns the stored entry
+    (with ``duplicate: true``) and executes nothing. The check happens inside the lock, so two
+    concurrent retries of one call execute it at most once.
+
+What is recorded
+    Every call the sandbox saw: results, tool errors (``ToolException``, ``ArgumentError``,
+    ``ResultTooLarge``), ``Timeout`` and ``SandboxCrashed``. Calls rejected before any sandbox saw
+    them (unknown tool, arguments that do not match the schema, closed or expired session, busy
+    lock) are not recorded: they did nothing.
+
+Layout
+    `service` holds `SessionService`, the public operations; `locking` the two-level session lock;
+    `sandboxes` the live sandboxes and the rebuild by replay; `expiry` the idle expiry; `calls`
+    session ids, call arguments and the outcome of a call.
+"""
+
+from server.sessions.calls import CallOutcome, check_session_id, new_session_id, parse_arguments
+from server.sessions.service import SessionService
+
+__all__ = [
+    "CallOutcome",
+    "SessionService",
+    "check_session_id",
+    "new_session_id",
+    "parse_arguments",
+]

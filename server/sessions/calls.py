@@ -1,0 +1,70 @@
+"""What a tool call takes and gives back: session ids, arguments, the outcome a route renders."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from server.auth import SESSION_ID_RE
+from server.errors import invalid_arguments, not_found
+
+TOOL_ERRORS = {
+    "ToolException": True,
+    "ResultTooLarge": True,
+    "ArgumentError": False,
+}  # kind -> replay
+
+
+def new_session_id() -> str:
+    return secrets.token_urlsafe(18)  # 24 URL-safe characters, 144 bits
+
+
+def check_session_id(session_id: str) -> None:
+    if not SESSION_ID_RE.match(session_id):
+        raise not_found("UnknownSession", "no such session (malformed id)")
+
+
+def parse_arguments(arguments: dict[str, Any] | str) -> dict[str, Any]:
+    """An object as is; a JSON string decoded (an empty string is ``{}``)."""
+    if isinstance(arguments, dict):
+        return arguments
+    text = arguments.strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise invalid_arguments(f"arguments is not valid JSON: {exc}", field="arguments") from None
+    if not isinstance(value, dict):
+        raise invalid_arguments(
+            f"arguments must be a JSON object, not {type(value).__name__}", field="arguments"
+        )
+    return value
+
+
+@dataclass
+class CallOutcome:
+    entry: dict[str, Any]
+    duplicate: bool = False
+
+    @property
+    def status(self) -> int:
+        error = self.entry.get("error") or {}
+        return 504 if not self.entry["ok"] and error.get("type") == "Timeout" else 200
+
+    def body(self) -> dict[str, Any]:
+        entry = self.entry
+        body: dict[str, Any] = {"ok": entry["ok"]}
+        if entry["ok"]:
+            body["result"] = entry.get("result")
+        else:
+            body["error"] = entry.get("error")
+        body.update(
+            index=entry["index"],
+            call_id=entry.get("call_id"),
+            duplicate=self.duplicate,
+            duration_ms=entry.get("duration_ms", 0.0),
+        )
+        return body

@@ -1,0 +1,171 @@
+"""Per-session serialization: this process's lock first, then the Redis lock with its lease."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from redis.exceptions import LockError, RedisError
+
+from server.errors import ApiError, backend_unavailable, retry_after
+from server.settings import Settings
+from server.store import Record, SessionLock, SessionStore
+
+log = logging.getLogger("envscaler.server.sessions")
+
+BUSY_RETRY_AFTER = 1.0
+
+
+@dataclass
+class _LocalLock:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
+@dataclass
+class Held:
+    """A held session lock and what was read under it."""
+
+    lock: SessionLock
+    record: Record | None
+    seen: int | None = None  # index of the entry of an already seen call_id
+
+
+class SessionLocks:
+    """The locks of the sessions this process is serving, and the releases it still owes."""
+
+    def __init__(self, settings: Settings, store: SessionStore) -> None:
+        self.store = store
+        self.wait = settings.session_lock_wait
+        # The lease must outlast the longest step between two renewals: a call, or a load.
+        self.lease = max(10.0, 2 * max(settings.call_timeout, settings.load_timeout) + 5.0)
+        self._locks: dict[str, _LocalLock] = {}
+        self._releases: set[asyncio.Task[None]] = set()  # see _release_later
+
+    def in_use(self, session_id: str) -> bool:
+        """Whether a request of this process holds or waits for the session."""
+        return session_id in self._locks
+
+    def close(self) -> None:
+        for task in list(self._releases):
+            task.cancel()
+
+    @asynccontextmanager
+    async def locked(
+        self,
+        session_id: str,
+        wait: float | None = None,
+        call_id: str | None = None,
+        touch: bool = True,
+    ) -> AsyncIterator[Held]:
+        """Hold the session and read its record: first this process's lock, then the Redis lock
+        (taken together with the reads in one round trip when free); every wait bounded. Taking
+        it is activity (``touch``: the session is not idle), except for the idle expiry's own."""
+        wait = self.wait if wait is None else wait
+        deadline = time.monotonic() + wait
+        local = self._locks.get(session_id)
+        if local is None:
+            local = self._locks[session_id] = _LocalLock()
+        local.users += 1
+        try:
+            try:
+                async with asyncio.timeout(wait):
+                    await local.lock.acquire()
+            except TimeoutError:
+                raise self._busy(session_id) from None
+            try:
+                lock = self.store.lock(session_id, self.lease, wait)
+                try:
+                    acquired, record, seen = await self.store.lock_and_load(
+                        lock, session_id, call_id, touch
+                    )
+                    if not acquired:
+                        if wait <= 0 or not await lock.acquire(
+                            blocking_timeout=max(deadline - time.monotonic(), 0.0)
+                        ):
+                            raise self._busy(session_id)
+                        record, seen = await self.store.load_for_call(session_id, call_id)
+                except RedisError as exc:
+                    self._release_later(lock)
+                    raise backend_unavailable(f"Redis is unavailable: {exc}") from exc
+                try:
+                    yield Held(lock, record, seen)
+                finally:
+                    if lock.held():
+                        token = lock.local.token
+                        try:
+                            await lock.release()
+                        except LockError:
+                            log.warning(
+                                "session lock lease ran out before release session=%s lease=%g",
+                                session_id,
+                                self.lease,
+                            )
+                        except RedisError as exc:
+                            log.warning(
+                                "session lock release failed session=%s error=%s", session_id, exc
+                            )
+                            lock.take(token)
+                            self._release_later(lock)
+            finally:
+                local.lock.release()
+        finally:
+            local.users -= 1
+            if local.users == 0:
+                self._locks.pop(session_id, None)
+
+    def _release_later(self, lock: SessionLock) -> None:
+        """Release a lock that this process may hold but could not release (Redis was away, or
+        a SET of ours may still land): retried in the background until Redis answers, so the
+        session is not left locked for a whole lease after Redis comes back."""
+        token = lock.local.token
+        lock.drop()
+        if token is None:
+            return
+        deadline = time.monotonic() + self.lease
+
+        async def release() -> None:
+            answered = 0
+            while time.monotonic() < deadline and answered < 2:
+                try:
+                    await lock.do_release(token)
+                    return
+                except LockError:
+                    # Not ours: never set, expired, or not yet set (a SET queued in a Redis that
+                    # just woke up lands within moments): look once more, then stop.
+                    answered += 1
+                except RedisError:
+                    pass
+                await asyncio.sleep(0.5 if answered == 0 else 1.0)
+
+        task = asyncio.create_task(release())
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    def _busy(self, session_id: str) -> ApiError:
+        return ApiError(
+            503,
+            "SessionBusy",
+            f"session {session_id} is busy with another request; retry",
+            headers=retry_after(BUSY_RETRY_AFTER),
+        )
+
+    async def renew(self, lock: SessionLock, record: Record, seconds: float | None = None) -> None:
+        """Restart the lock's lease (to at least ``seconds``) before a long step: a load, a stretch
+        of replay, a run of check functions."""
+        try:
+            if seconds is not None and seconds > self.lease:
+                await lock.extend(seconds, replace_ttl=True)
+            else:
+                await lock.reacquire()
+        except LockError as exc:
+            raise ApiError(
+                503,
+                "SessionBusy",
+                f"session {record.id} lost its lock during a long operation; retry",
+                headers=retry_after(BUSY_RETRY_AFTER),
+            ) from exc

@@ -1,0 +1,366 @@
+"""The live sandboxes this process holds, and getting one into the state its record describes:
+attach and ping, or claim, load and replay."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from sandbox.backends.base import SandboxBackend, SandboxHandle
+from sandbox.errors import (
+    CallTimeout,
+    CapacityExhausted,
+    RuntimeFault,
+    SandboxError,
+    SandboxGone,
+    SandboxUnavailable,
+)
+from sandbox.pool import SandboxPool
+from sandbox.sandbox import Sandbox
+from server.catalogue import ServedCatalogue, ServedEnv
+from server.errors import ApiError, backend_unavailable, invalid_request, retry_after
+from server.metrics import Metrics
+from server.sessions.calls import TOOL_ERRORS
+from server.sessions.locking import SessionLocks
+from server.settings import Settings
+from server.store import Record, SessionLock, SessionStore
+
+log = logging.getLogger("envscaler.server.sessions")
+
+T = TypeVar("T")
+
+ATTACH_PING_TIMEOUT = 2.0
+# Runtime errors that mean the sandbox does not hold the session's recorded state: it lost its
+# environment, or it ran a call the trajectory lacks (``Diverged``: a gateway died between
+# running a call and recording it while another gateway held the same sandbox). The sandbox is
+# dropped and the session rebuilt by replay.
+STALE_SANDBOX = {"NotLoaded", "Diverged"}
+
+
+class SessionSandboxes:
+    """A sandbox in its record's state for each session served, kept between requests."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: SessionStore,
+        catalogue: ServedCatalogue,
+        pool: SandboxPool,
+        backend: SandboxBackend,
+        metrics: Metrics,
+        locks: SessionLocks,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.catalogue = catalogue
+        self.pool = pool
+        self.backend = backend
+        self.metrics = metrics
+        self.locks = locks
+        self.held: dict[str, Sandbox] = {}  # session id -> live sandbox this process holds
+
+    def close(self) -> None:
+        # Sessions stay active in Redis; another gateway (or this one restarted) rebuilds them.
+        for sandbox in list(self.held.values()):
+            sandbox.client.close()
+        self.held.clear()
+
+    async def claim(self, session_id: str) -> Sandbox:
+        try:
+            return await self.pool.claim(session_id)
+        except CapacityExhausted as exc:
+            stats = self.pool.stats()
+            status = 429 if stats.live >= stats.capacity else 503
+            raise ApiError(
+                status, "CapacityExhausted", str(exc), headers=retry_after(exc.retry_after)
+            ) from exc
+        except SandboxUnavailable as exc:
+            log.error("sandbox creation failed session=%s error=%s", session_id, exc)
+            raise backend_unavailable(f"no sandbox could be created: {exc}") from exc
+        except SandboxError as exc:
+            log.error("sandbox creation failed session=%s error=%s", session_id, exc)
+            raise backend_unavailable(f"no sandbox could be created: {exc}") from exc
+
+    async def load(
+        self, sandbox: Sandbox, env: ServedEnv, init_config: dict[str, Any], seed: int, custom: bool
+    ) -> None:
+        """Load ``env`` into a fresh sandbox; on failure destroy the sandbox and raise ApiError."""
+        try:
+            await sandbox.load(
+                source=env.source,
+                class_name=env.class_name,
+                tools=env.tool_names,
+                init_config=init_config,
+                seed=seed,
+                max_result_bytes=self.settings.max_result_bytes,
+                timeout=self.settings.load_timeout,
+            )
+        except RuntimeFault as exc:
+            await sandbox.destroy()
+            if exc.kind == "LoadError" and custom:
+                raise invalid_request(
+                    f"the environment does not start from this init_config: {exc.message}",
+                    field="init_config",
+                ) from exc
+            log.error("environment failed to load env=%s error=%s", env.id, exc)
+            raise ApiError(
+                500, "InternalError", f"environment {env.id} failed to load in its sandbox"
+            ) from exc
+        except CallTimeout as exc:
+            self.metrics.sandbox_failed("timeout")
+            raise ApiError(
+                504,
+                "Timeout",
+                f"loading environment {env.id} exceeded {self.settings.load_timeout:g} s",
+            ) from exc
+        except SandboxGone as exc:
+            self.metrics.sandbox_failed("crash")
+            raise backend_unavailable(
+                f"the sandbox died while loading the environment: {exc}"
+            ) from exc
+        except BaseException:
+            await sandbox.destroy()
+            raise
+
+    def adopt(self, session_id: str, sandbox: Sandbox) -> None:
+        old = self.held.get(session_id)
+        self.held[session_id] = sandbox
+        if old is not None and old is not sandbox and not old.destroyed:
+            self._destroy_later(old)
+
+    def _destroy_later(self, sandbox: Sandbox) -> None:
+        task = asyncio.create_task(self.destroy_quietly(sandbox))
+        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+    async def destroy_quietly(self, sandbox: Sandbox) -> None:
+        try:
+            await sandbox.destroy()
+        except Exception as exc:  # noqa: BLE001 - best effort; reapers remove what is left
+            log.warning("sandbox destroy failed sandbox=%s error=%s", sandbox.id[:12], exc)
+
+    async def live_sandbox(self, record: Record) -> Sandbox | None:
+        """The record's sandbox if it answers (held by this process, or attached via its handle)."""
+        handle = record.sandbox
+        held = self.held.get(record.id)
+        if held is not None:
+            same = bool(handle) and held.id == handle.get("id")
+            if same and not held.destroyed:
+                return held
+            self.held.pop(record.id, None)
+            if same:
+                return None  # this process saw it die (deadline, crash): no need to probe it
+            if not held.destroyed:
+                self._destroy_later(held)  # superseded by a rebuild elsewhere
+        if not handle:
+            return None
+        try:
+            sandbox = Sandbox(SandboxHandle.from_dict(handle), self.backend)
+        except (KeyError, TypeError):
+            return None
+        try:
+            info = await sandbox.ping(timeout=ATTACH_PING_TIMEOUT)
+        except SandboxError as exc:  # ping failures destroy the sandbox
+            log.info(
+                "session sandbox does not answer session=%s sandbox=%s error=%s",
+                record.id,
+                sandbox.id[:12],
+                exc,
+            )
+            return None
+        if not isinstance(info, dict) or info.get("loaded") is False:
+            log.warning(
+                "session sandbox lost its environment session=%s sandbox=%s",
+                record.id,
+                sandbox.id[:12],
+            )
+            await self.destroy_quietly(sandbox)
+            return None
+        if info.get("executed") != record.executed:
+            # A gateway died between running a call and recording it: the sandbox holds effects
+            # that the trajectory lacks, so it is discarded and the session rebuilt by replay.
+            log.warning(
+                "session sandbox ran unrecorded calls session=%s sandbox=%s executed=%s recorded=%d",
+                record.id,
+                sandbox.id[:12],
+                info.get("executed"),
+                record.executed,
+            )
+            await self.destroy_quietly(sandbox)
+            return None
+        self.held[record.id] = sandbox
+        return sandbox
+
+    async def sandbox(self, record: Record, lock: SessionLock, *, persist: bool = True) -> Sandbox:
+        """A live sandbox in the record's current state, rebuilt by replay when needed."""
+        sandbox = await self.live_sandbox(record)
+        if sandbox is not None:
+            return sandbox
+        return await self._rebuild(record, lock, persist=persist)
+
+    async def _rebuild(self, record: Record, lock: SessionLock, *, persist: bool = True) -> Sandbox:
+        """Claim a sandbox, load the current epoch's start, replay its trajectory, record the
+        handle.
+
+        With ``persist=False`` (reads of expired or closed sessions) the record is left alone and
+        the caller destroys the sandbox afterwards.
+        """
+        env = self.catalogue.env(record.env)
+        started = time.perf_counter()
+        sandbox = await self.claim(record.id)
+        try:
+            await self.locks.renew(lock, record)  # a cold start may have taken a while
+            await self.load(
+                sandbox, env, record.init_config, record.seed, custom=record.scenario is None
+            )
+            await self.locks.renew(lock, record)
+            entries = await self.store.entries(record.id, record.epoch_start)
+            replayed = await self._replay(record, sandbox, entries, lock)
+            if persist:
+                await self.store.set_sandbox(record, sandbox.handle.to_dict())
+        except BaseException:
+            await self.destroy_quietly(sandbox)
+            raise
+        if persist:
+            self.adopt(record.id, sandbox)
+        self.metrics.session_rebuilds.inc()
+        log.info(
+            "session rebuilt session=%s env=%s epoch=%d replayed=%d sandbox=%s ms=%.1f",
+            record.id,
+            record.env,
+            record.epoch,
+            replayed,
+            sandbox.id[:12],
+            (time.perf_counter() - started) * 1e3,
+        )
+        return sandbox
+
+    async def _replay(
+        self, record: Record, sandbox: Sandbox, entries: list[dict[str, Any]], lock: SessionLock
+    ) -> int:
+        renewed = time.monotonic()
+        count = 0
+        for entry in entries:
+            if entry.get("kind") == "reset" or not entry.get("replay"):
+                continue
+            if time.monotonic() - renewed > self.locks.lease / 3:
+                await self.locks.renew(lock, record)
+                renewed = time.monotonic()
+            try:
+                result = await sandbox.call(
+                    entry["name"], entry.get("arguments") or {}, timeout=self.settings.call_timeout
+                )
+                outcome: dict[str, Any] = {"ok": True, "result": result}
+            except RuntimeFault as exc:
+                if exc.kind not in TOOL_ERRORS:
+                    raise backend_unavailable(
+                        f"replaying call {entry['index']} failed: {exc}"
+                    ) from exc
+                outcome = {"ok": False, "error": {"type": exc.kind, "message": exc.message}}
+            except CallTimeout as exc:
+                self.metrics.sandbox_failed("timeout")
+                raise backend_unavailable(
+                    f"replaying call {entry['index']} exceeded its deadline; the "
+                    "session could not be rebuilt"
+                ) from exc
+            except SandboxGone as exc:
+                self.metrics.sandbox_failed("crash")
+                raise backend_unavailable(
+                    f"the sandbox died replaying call {entry['index']}: {exc}"
+                ) from exc
+            count += 1
+            recorded = (
+                {"ok": entry.get("ok"), "result": entry.get("result")}
+                if entry.get("ok")
+                else {"ok": False, "error": entry.get("error")}
+            )
+            if outcome != recorded:
+                self.metrics.replay_mismatches.inc()
+                log.warning(
+                    "replay mismatch session=%s env=%s index=%s tool=%s",
+                    record.id,
+                    record.env,
+                    entry.get("index"),
+                    entry.get("name"),
+                )
+        return count
+
+    def stale(self, record: Record, sandbox: Sandbox, exc: RuntimeFault) -> None:
+        self.metrics.sandbox_failed("stale")
+        log.warning(
+            "session sandbox does not hold the recorded state session=%s sandbox=%s error=%s",
+            record.id,
+            sandbox.id[:12],
+            exc,
+        )
+
+    @staticmethod
+    def unrestorable(record: Record) -> ApiError:
+        """Even a sandbox rebuilt from the trajectory does not match the record: the record
+        changed or vanished while this request held it (e.g. it expired). Retrying re-reads it."""
+        return backend_unavailable(
+            f"session {record.id} could not be restored to its recorded state (its record "
+            "changed or vanished meanwhile); retry"
+        )
+
+    async def drop(self, record: Record) -> None:
+        """Kill the record's sandbox, whoever holds it."""
+        held = self.held.pop(record.id, None)
+        if held is not None and not held.destroyed:
+            await self.destroy_quietly(held)
+        handle = record.sandbox
+        if handle and (held is None or held.id != handle.get("id")):
+            try:
+                await self.backend.destroy(SandboxHandle.from_dict(handle))
+            except Exception as exc:  # noqa: BLE001
+                log.warning("sandbox destroy failed session=%s error=%s", record.id, exc)
+
+    async def with_sandbox(
+        self, record: Record, lock: SessionLock, op: Callable[[Sandbox], Awaitable[T]]
+    ) -> T:
+        """Run ``op`` on the session's sandbox; on a non-active session on a temporary one."""
+        active = record.status == "active"
+        for attempt in (1, 2):
+            sandbox = (
+                await self.sandbox(record, lock)
+                if active
+                else await self._rebuild(record, lock, persist=False)
+            )
+            try:
+                return await op(sandbox)
+            except RuntimeFault as exc:
+                if exc.kind not in STALE_SANDBOX:
+                    raise
+                self.stale(record, sandbox, exc)
+                await self.drop(record)
+                if attempt == 2:
+                    raise self.unrestorable(record) from exc
+            except SandboxGone as exc:
+                self.metrics.sandbox_failed("crash")
+                self.held.pop(record.id, None)
+                record.sandbox = None
+                if attempt == 2:
+                    raise backend_unavailable(f"the session's sandbox died twice: {exc}") from exc
+            except CallTimeout as exc:
+                self.metrics.sandbox_failed("timeout")
+                self.held.pop(record.id, None)
+                if active:
+                    await self.store.set_sandbox(record, None)
+                raise ApiError(504, "Timeout", str(exc)) from exc
+            finally:
+                if not active:
+                    await self.destroy_quietly(sandbox)
+        raise AssertionError("unreachable")
+
+    async def forget_stale(self) -> None:
+        """Drop held sandboxes of sessions that another gateway closed or expired."""
+        held = list(self.held)
+        if not held:
+            return
+        for session_id, live in zip(held, await self.store.live_among(held), strict=True):
+            if not live and not self.locks.in_use(session_id):
+                sandbox = self.held.pop(session_id, None)
+                if sandbox is not None and not sandbox.destroyed:
+                    await self.destroy_quietly(sandbox)
