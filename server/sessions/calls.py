@@ -18,7 +18,11 @@ TOOL_ERRORS = {
 
 
 def new_session_id() -> str:
-    return secrets.token_urlsafe(18)  # 24 URL-safe characters, 144 bits
+    """24 URL-safe characters (144 bits), never starting with ``-``: a command line would take
+    such an id for an option (``envscaler session call -x...`` is a usage error)."""
+    while (session_id := secrets.token_urlsafe(18)).startswith("-"):
+        continue
+    return session_id
 
 
 def check_session_id(session_id: str) -> None:
