@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from sandbox.runtime import protocol
+
 
 def dumps(value: Any) -> str:
     """Compact JSON text, non-ASCII kept as is (``json.dumps(separators=(",", ":"),
@@ -23,16 +25,16 @@ def dumps(value: Any) -> str:
     try:
         return orjson.dumps(value).decode()
     except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return protocol.dump_body(value).decode("utf-8", "surrogatepass")
 
 
 def dump_bytes(value: Any) -> bytes:
-    """`dumps` as UTF-8 bytes, lone surrogates as ``surrogatepass`` bytes."""
+    """`dumps` as UTF-8 bytes, lone surrogates as ``surrogatepass`` bytes (the runtime's
+    encoding, `sandbox.runtime.protocol.dump_body`)."""
     try:
         return orjson.dumps(value)
     except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False,
-                          allow_nan=False).encode("utf-8", "surrogatepass")
+        return protocol.dump_body(value)
 
 
 def loads(text: str | bytes) -> Any:

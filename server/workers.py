@@ -49,8 +49,10 @@ def _worker(host: str, port: int, config: dict[str, Any]) -> None:
 class Supervisor:
     """Starts ``count`` workers, restarts any that dies, stops them all on SIGINT or SIGTERM."""
 
-    def __init__(self, host: str, port: int, count: int, config: dict[str, Any]) -> None:
-        self.host, self.port, self.count, self.config = host, port, count, config
+    def __init__(self, count: int, config: dict[str, Any]) -> None:
+        """``config``: the keyword arguments of ``uvicorn.Config`` (host, port, log_level, ...)."""
+        self.host, self.port = str(config["host"]), int(config["port"])
+        self.count, self.config = count, config
         self.context = multiprocessing.get_context("spawn")
         self.workers: list[BaseProcess] = []
         self.stopping = False
@@ -64,8 +66,8 @@ class Supervisor:
     def _stop(self, signum: int, _frame: Any) -> None:
         self.stopping = True
 
-    def run(self, log_level: str = "INFO") -> None:
-        configure_logging(log_level)
+    def run(self) -> None:
+        configure_logging(str(self.config.get("log_level", "INFO")))
         # Held (bound, never listening) for as long as the supervisor runs: a port taken by
         # another program fails here, once, with a clear error, not in every worker forever.
         guard = listening_socket(self.host, self.port)

@@ -60,20 +60,21 @@ def serve(
         if workers == 1:
             uvicorn.run(**config)
         else:
-            _serve_workers(host, port, workers, config)
+            _serve_workers(workers, config)
     finally:
         if redis_server is not None:
             redis_server.stop()
 
 
-def _serve_workers(host: str, port: int, workers: int, config: dict[str, object]) -> None:
+def _serve_workers(workers: int, config: dict[str, object]) -> None:
     """Worker processes with a listening socket each (`server.workers`)."""
     from server.workers import Supervisor
 
     try:
-        Supervisor(host, port, workers, config).run(str(config["log_level"]))
+        Supervisor(workers, config).run()
     except OSError as exc:
-        console.print(f"[red]error:[/red] cannot listen on {host}:{port}: {exc.strerror or exc}")
+        console.print(f"[red]error:[/red] cannot listen on {config['host']}:{config['port']}: "
+                      f"{exc.strerror or exc}")
         raise typer.Exit(1) from None
 
 

@@ -57,8 +57,14 @@ class FramingError(ProtocolError):
 def encode(message: Any) -> bytes:
     """Frame ``message``. Lone surrogates (valid JSON escapes such as ``"\\ud800"``) travel as
     ``surrogatepass`` bytes, which ``json.loads`` on bytes decodes back, instead of failing here."""
-    return frame(json.dumps(message, separators=(",", ":"), ensure_ascii=False,
-                            allow_nan=False).encode("utf-8", "surrogatepass"))
+    return frame(dump_body(message))
+
+
+def dump_body(message: Any) -> bytes:
+    """A message's JSON as sent: compact UTF-8, no NaN, lone surrogates as ``surrogatepass``
+    bytes."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8", "surrogatepass")
 
 
 def frame(body: bytes) -> bytes:
