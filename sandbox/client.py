@@ -11,10 +11,14 @@ from sandbox.errors import RuntimeFault, SandboxGone
 from sandbox.runtime import protocol
 
 
+class ReplyTooLarge(Exception):
+    """A reply longer than the caller allows."""
+
+
 class RuntimeClient:
     """Sends one request at a time over a persistent connection; reconnects after a failure.
 
-    A deadline is the caller's business (``asyncio.wait_for``): a request cut off half-way
+    A deadline is the caller's business (``asyncio.timeout``): a request cut off half-way
     leaves the connection unusable, so it is dropped and the next request reconnects.
     """
 
@@ -24,13 +28,18 @@ class RuntimeClient:
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
 
-    async def request(self, message: dict[str, Any]) -> Any:
+    async def request(self, message: dict[str, Any], max_reply_bytes: int | None = None) -> Any:
+        """The reply's result, or ``RuntimeFault``. ``max_reply_bytes`` is enforced here, where
+        the sandbox's code cannot patch it: a longer reply is refused unread (``ReplyTooLarge``)."""
         async with self._lock:
             try:
-                reply = await self._exchange(message)
+                reply = await self._exchange(message, max_reply_bytes)
             except (OSError, EOFError, asyncio.IncompleteReadError, protocol.ProtocolError) as exc:
                 self.close()
                 raise SandboxGone(f"sandbox runtime at {self.socket_path} stopped answering: {exc!r}") from exc
+            except ReplyTooLarge as exc:
+                self.close()  # the rest of the reply is still on its way: drop the connection
+                raise RuntimeFault("ResultTooLarge", str(exc)) from None
             except BaseException:
                 self.close()
                 raise
@@ -39,7 +48,8 @@ class RuntimeClient:
         error = reply.get("error") or {}
         raise RuntimeFault(str(error.get("type", "RuntimeError")), str(error.get("message", "")))
 
-    async def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def _exchange(self, message: dict[str, Any],
+                        max_reply_bytes: int | None) -> dict[str, Any]:
         if self._writer is None:
             self._reader, self._writer = await asyncio.open_unix_connection(
                 self.socket_path, limit=protocol.MAX_MESSAGE_BYTES)
@@ -47,7 +57,11 @@ class RuntimeClient:
         self._writer.write(protocol.frame(jsoncodec.dump_bytes(message)))
         await self._writer.drain()
         header = await self._reader.readexactly(protocol.HEADER.size)
-        body = await self._reader.readexactly(protocol.decode_length(header))
+        length = protocol.decode_length(header)
+        if max_reply_bytes is not None and length > max_reply_bytes:
+            raise ReplyTooLarge(f"the sandbox answered {length} bytes; the limit is "
+                                f"{max_reply_bytes} bytes")
+        body = await self._reader.readexactly(length)
         reply = protocol.decode_body(body, jsoncodec.loads)
         if not isinstance(reply, dict):
             raise protocol.ProtocolError("reply is not an object")

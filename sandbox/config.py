@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a Docker-style size: ``"256m"``, ``"1g"``, ``"512k"``, ``"1024"``, ``"1.5GiB"``."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"not a size: {text!r} (expected e.g. 256m or 1g)")
+    return int(float(match[1]) * _UNITS[match[2].lower()])
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """A warm pool of ready sandboxes, refilled in the background under a creation-rate limit.
 
 Pooled sandboxes are environment-agnostic: a session claims one and loads its environment into
-it. A claimed sandbox is never returned to the pool; it is destroyed with its session, so no state
-can leak from one session to the next.
+it. When the session ends, its sandbox comes back (``release``): where the backend can, and the
+pool is short of its target, the container's keeper restarts the runtime in place (every process
+killed, ``/tmp`` wiped, a fresh interpreter: nothing of the session reachable) and the sandbox is
+ready again without the engine's help; otherwise it is destroyed. Cold creation refills the rest.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
-from sandbox.backends.base import SandboxBackend
+from sandbox.backends.base import RUNTIME, SandboxBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import CapacityExhausted, SandboxError
 from sandbox.sandbox import Sandbox
@@ -22,6 +26,7 @@ from sandbox.sandbox import Sandbox
 log = logging.getLogger("envscaler.sandbox.pool")
 
 CLAIM_PING_TIMEOUT = 1.0
+RECYCLE_TIMEOUT = 5.0
 MAX_RATE_WAIT = 2.0
 FAILURE_BACKOFF = 2.0
 SWEEP_INTERVAL = 10.0  # seconds between liveness probes of the warm sandboxes
@@ -54,6 +59,7 @@ class PoolStats:
     capacity: int
     started: int
     failed: int
+    recycled: int
 
 
 class SandboxPool:
@@ -63,12 +69,13 @@ class SandboxPool:
         self.name = name
         self._ready: deque[Sandbox] = deque()
         self._live = 0  # created by this pool and not yet destroyed, including those being created
-        self._started = self._failed = 0
+        self._started = self._failed = self._recycled = 0
+        self._recycling = 0  # sandboxes being recycled, on their way back to ``_ready``
         self._limiter = RateLimiter(config.create_rate, burst=max(config.create_rate, 1.0))
         self._creating = asyncio.Semaphore(config.create_concurrency)
         self._wanted = asyncio.Event()
         self._refiller: asyncio.Task[None] | None = None
-        self._naming: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()  # renames and recycles in flight
 
     async def start(self) -> None:
         await self.backend.start()
@@ -77,7 +84,8 @@ class SandboxPool:
 
     def stats(self) -> PoolStats:
         return PoolStats(ready=len(self._ready), live=self._live, target=self.config.pool_size,
-                         capacity=self.config.max_sandboxes, started=self._started, failed=self._failed)
+                         capacity=self.config.max_sandboxes, started=self._started, failed=self._failed,
+                         recycled=self._recycled)
 
     async def claim(self, session_id: str) -> Sandbox:
         """A live sandbox for ``session_id``: warm when one is ready, otherwise started now."""
@@ -91,9 +99,33 @@ class SandboxPool:
 
     def _name_later(self, sandbox: Sandbox, session_id: str) -> None:
         """Name the sandbox after its session off the claim's path (an engine round trip)."""
-        task = asyncio.create_task(self.backend.name_session(sandbox.handle, session_id))
-        self._naming.add(task)
-        task.add_done_callback(self._naming.discard)
+        self._in_background(self.backend.name_session(sandbox.handle, session_id))
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _release(self, sandbox: Sandbox) -> None:
+        """A session ended: recycle its sandbox in the background when the pool wants it."""
+        wanted = len(self._ready) + self._recycling < self.config.pool_size
+        if not (self.backend.recyclable and wanted):
+            await sandbox.destroy()
+            return
+        self._recycling += 1
+        self._in_background(self._recycle(sandbox))
+
+    async def _recycle(self, sandbox: Sandbox) -> None:
+        try:
+            await sandbox.recycle(RECYCLE_TIMEOUT)
+        except SandboxError as exc:
+            log.warning("recycling sandbox %s failed (%s); destroying it", sandbox.id[:12], exc)
+            await sandbox.destroy()
+            return
+        finally:
+            self._recycling -= 1
+        self._recycled += 1
+        self._ready.append(sandbox)
 
     async def _answers(self, sandbox: Sandbox) -> bool:
         try:
@@ -104,7 +136,7 @@ class SandboxPool:
             await sandbox.destroy()
             return False
 
-    async def _create(self, labels: dict[str, str], cold: bool) -> Sandbox:
+    async def _create(self, labels: dict[str, str], cold: bool, role: str = RUNTIME) -> Sandbox:
         if self._live >= self.config.max_sandboxes:
             raise CapacityExhausted(f"all {self.config.max_sandboxes} sandboxes are in use", retry_after=1.0)
         delay = self._limiter.delay()
@@ -115,13 +147,14 @@ class SandboxPool:
         try:
             await asyncio.sleep(delay)
             async with self._creating:
-                handle = await self.backend.create({"envscaler.pool": self.name, **labels})
+                handle = await self.backend.create({"envscaler.pool": self.name, **labels}, role)
         except BaseException:
             self._live -= 1
             self._failed += 1
             raise
         self._started += 1
-        return Sandbox(handle, self.backend, on_destroy=self._forget)
+        return Sandbox(handle, self.backend, on_destroy=self._forget,
+                       on_release=self._release if role == RUNTIME else None)
 
     def _forget(self, _sandbox: Sandbox) -> None:
         self._live -= 1
@@ -161,7 +194,8 @@ class SandboxPool:
                 self._ready.append(sandbox)
 
     def _missing(self) -> int:
-        return min(self.config.pool_size - len(self._ready), self.config.max_sandboxes - self._live)
+        return min(self.config.pool_size - len(self._ready) - self._recycling,
+                   self.config.max_sandboxes - self._live)
 
     async def close(self) -> None:
         """Stop refilling (waiting for creations in flight to clean up), then kill everything."""
@@ -169,7 +203,7 @@ class SandboxPool:
             self._refiller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._refiller
+        await asyncio.gather(*self._background, return_exceptions=True)
         while self._ready:
             await self._ready.popleft().destroy()
-        await asyncio.gather(*self._naming, return_exceptions=True)
         await self.backend.close()

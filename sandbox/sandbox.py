@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
-from sandbox.backends.base import SandboxBackend, SandboxHandle
+from sandbox.backends.base import CONTROL_NAME, SandboxBackend, SandboxHandle
 from sandbox.client import RuntimeClient
-from sandbox.errors import CallTimeout, SandboxGone
+from sandbox.errors import CallTimeout, SandboxError, SandboxGone
+
+# A reply carries the result plus a few dozen bytes of envelope.
+REPLY_ENVELOPE_BYTES = 4096
+DEFAULT_MAX_RESULT_BYTES = 1_048_576
+DEFAULT_MAX_STATE_BYTES = 16 * 1_048_576
 
 
 class Sandbox:
@@ -19,24 +25,34 @@ class Sandbox:
     """
 
     def __init__(self, handle: SandboxHandle, backend: SandboxBackend,
-                 on_destroy: Callable[[Sandbox], None] | None = None) -> None:
+                 on_destroy: Callable[[Sandbox], None] | None = None,
+                 on_release: Callable[[Sandbox], Awaitable[None]] | None = None) -> None:
         self.handle = handle
         self.backend = backend
         self.client = RuntimeClient(handle.socket_path)
         self.destroyed = False
         self._on_destroy = on_destroy
+        self._on_release = on_release
+        # Set by ``load``; a sandbox attached to by handle keeps the defaults until it is loaded.
+        self.max_result_bytes = DEFAULT_MAX_RESULT_BYTES
+        self.max_state_bytes = DEFAULT_MAX_STATE_BYTES
 
     @property
     def id(self) -> str:
         return self.handle.id
 
-    async def _request(self, timeout: float, op: str, /, **fields: Any) -> Any:
-        # Positional-only: ``check`` sends a field named ``timeout`` (the per-check deadline).
+    @property
+    def pooled(self) -> bool:
+        """Whether it came from this process's pool, which may take it back (``release``)."""
+        return self._on_release is not None
+
+    async def _request(self, timeout: float, op: str, /, max_reply_bytes: int | None = None,
+                       **fields: Any) -> Any:
         # ``asyncio.timeout`` rather than ``wait_for``: the same cancellation, without a task per
         # request (a tenth of a tool call's cost in the gateway).
         try:
             async with asyncio.timeout(timeout):
-                return await self.client.request({"op": op, **fields})
+                return await self.client.request({"op": op, **fields}, max_reply_bytes)
         except TimeoutError:
             await self.destroy()
             raise CallTimeout(f"{op} exceeded its deadline of {timeout:g} s; the sandbox was recycled",
@@ -50,7 +66,9 @@ class Sandbox:
         return await self._request(timeout, "ping")
 
     async def load(self, *, source: str, class_name: str, tools: list[str], init_config: dict[str, Any],
-                   seed: int, max_result_bytes: int, timeout: float) -> list[str]:
+                   seed: int, max_result_bytes: int, timeout: float,
+                   max_state_bytes: int = DEFAULT_MAX_STATE_BYTES) -> list[str]:
+        self.max_result_bytes, self.max_state_bytes = max_result_bytes, max_state_bytes
         result = await self._request(timeout, "load", source=source, class_name=class_name, tools=tools,
                                      init_config=init_config, seed=seed,
                                      max_result_bytes=max_result_bytes)
@@ -63,19 +81,59 @@ class Sandbox:
     # ``executed``: the tool calls the caller recorded since the load or reset; the runtime
     # refuses with ``RuntimeFault("Diverged")`` when it ran another number (protocol.py).
 
+    # Results and states are capped on this side too, where environment code cannot patch the
+    # limit (the runtime's own check runs inside the sandbox).
+
     async def call(self, name: str, arguments: dict[str, Any], *, timeout: float,
                    executed: int | None = None) -> Any:
-        return await self._request(timeout, "call", name=name, arguments=arguments,
-                                   **_expecting(executed))
+        return await self._request(timeout, "call", _reply_limit(self.max_result_bytes),
+                                   name=name, arguments=arguments, **_expecting(executed))
 
     async def state(self, *, timeout: float, executed: int | None = None) -> dict[str, Any]:
-        return await self._request(timeout, "state", **_expecting(executed))
-
-    async def check(self, checks: list[str], *, timeout_per_check: float,
-                    executed: int | None = None) -> list[dict[str, Any]]:
-        budget = timeout_per_check * max(len(checks), 1) + 5.0
-        return await self._request(budget, "check", checks=checks, timeout=timeout_per_check,
+        return await self._request(timeout, "state", _reply_limit(self.max_state_bytes),
                                    **_expecting(executed))
+
+    async def snapshot(self, *, timeout: float, executed: int | None = None) -> dict[str, Any]:
+        """``{"initial", "final"}``: the states a checker judges (``sandbox.checkers``)."""
+        snapshot = await self._request(timeout, "snapshot",
+                                       _reply_limit(2 * self.max_state_bytes),
+                                       **_expecting(executed))
+        if not (isinstance(snapshot, dict) and isinstance(snapshot.get("initial"), dict)
+                and isinstance(snapshot.get("final"), dict)):
+            raise SandboxGone("the runtime answered a snapshot that is not two states")
+        return snapshot
+
+    async def check(self, checks: list[str], initial_state: dict[str, Any],
+                    final_state: dict[str, Any], *, cpu_seconds: float, wall_seconds: float,
+                    memory_bytes: int, timeout: float) -> Any:
+        """A checker's verdicts on two states (``runtime/checker.py``; checker sandboxes only)."""
+        return await self._request(timeout, "check", checks=checks, initial_state=initial_state,
+                                   final_state=final_state, cpu_seconds=cpu_seconds,
+                                   wall_seconds=wall_seconds, memory_bytes=memory_bytes)
+
+    async def recycle(self, timeout: float) -> None:
+        """Have the container's keeper restart the runtime in place (``runtime/keeper.py``), then
+        check that a fresh, empty runtime answers. Raises ``SandboxError`` when it does not."""
+        self.client.close()
+        control = RuntimeClient(str(Path(self.handle.socket_path).with_name(CONTROL_NAME)))
+        try:
+            async with asyncio.timeout(timeout):
+                fresh = await control.request({"op": "recycle"})
+                info = await self.client.request({"op": "ping"})
+        except TimeoutError:
+            raise CallTimeout(f"recycling exceeded {timeout:g} s", timeout) from None
+        finally:
+            control.close()
+        if info.get("pid") != fresh.get("runtime_pid") or info.get("loaded") is not False:
+            raise SandboxError(f"the recycled runtime is not the fresh one: {info} vs {fresh}")
+
+    async def release(self) -> None:
+        """The sandbox's session is over: back to its pool (recycled) when the pool takes it,
+        destroyed otherwise."""
+        if self._on_release is None:
+            await self.destroy()
+        elif not self.destroyed:
+            await self._on_release(self)
 
     async def destroy(self) -> None:
         """Kill the sandbox; idempotent."""
@@ -88,6 +146,10 @@ class Sandbox:
         finally:  # whatever the backend says, this sandbox no longer counts against the pool
             if self._on_destroy is not None:
                 self._on_destroy(self)
+
+
+def _reply_limit(max_bytes: int) -> int:
+    return max_bytes + REPLY_ENVELOPE_BYTES
 
 
 def _expecting(executed: int | None) -> dict[str, int]:

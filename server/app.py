@@ -23,6 +23,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from sandbox.backends import make_backend
+from sandbox.checkers import CheckerPool
 from sandbox.pool import SandboxPool
 from server import errors
 from server.auth import Authenticator
@@ -102,6 +103,7 @@ def create_app(
                         supported_errors=(RedisConnectionError,)),
         )
         pool: SandboxPool | None = None
+        checkers: CheckerPool | None = None
         service: SessionService | None = None
         try:
             await redis.ping()
@@ -111,9 +113,12 @@ def create_app(
             backend = make_backend(sandbox_config, settings.instance)
             pool = SandboxPool(backend, sandbox_config)
             await pool.start()
+            checkers = CheckerPool(backend, settings.checkers, settings.checker_queue,
+                                   settings.checker_wait)
+            await checkers.start()
             metrics: Metrics = app.state.metrics
             metrics.watch_pool(pool.stats)
-            service = SessionService(settings, redis, catalogue, pool, backend, metrics)
+            service = SessionService(settings, redis, catalogue, pool, checkers, backend, metrics)
             app.state.redis, app.state.catalogue = redis, catalogue
             app.state.backend, app.state.pool, app.state.service = backend, pool, service
             service.start()
@@ -130,6 +135,8 @@ def create_app(
         finally:
             if service is not None:
                 await service.close()
+            if checkers is not None:
+                await checkers.close()
             if pool is not None:
                 await pool.close()
             await redis.aclose()

@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from sandbox.config import SandboxConfig
+from sandbox.checkers import CheckBudget
+from sandbox.config import SandboxConfig, parse_size
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,6 +27,8 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list,
                                                      description="comma-separated admin keys")
     log_level: str = "INFO"
+    workers: int | None = Field(None, ge=1, description="gateway worker processes of `envscaler "
+                                "serve`; unset: one per CPU this process may run on")
     state_dir: Path = Field(Path.home() / ".local" / "state" / "envscaler",
                             description="where the embedded Redis keeps its append-only file")
 
@@ -45,17 +48,33 @@ class Settings(BaseSettings):
     call_timeout: float = Field(5.0, gt=0)
     load_timeout: float = Field(10.0, gt=0, description="seconds to load or reset an environment in a sandbox")
     session_lock_wait: float = Field(15.0, gt=0, description="longest wait for a busy session (then 503)")
-    check_timeout: float = Field(2.0, gt=0)
+    check_cpu_seconds: float = Field(2.0, gt=0, le=600, description="CPU seconds each check "
+                                     "function may spend (CPU time, so verdicts do not depend "
+                                     "on load)")
+    check_memory: str = Field("128m", description="memory each check may allocate")
+    checkers: int = Field(2, ge=1, le=64, description="checker sandboxes per gateway process, "
+                          "each judging one validation at a time")
+    checker_queue: int = Field(256, ge=0, description="validations that may wait for a checker "
+                               "(beyond: 503 CapacityExhausted)")
+    checker_wait: float = Field(30.0, gt=0, description="longest wait for a checker (then 503)")
+    max_state_bytes: int = Field(16 * 1_048_576, ge=1024, description="largest state a sandbox "
+                                 "may answer (reads and validation)")
     max_result_bytes: int = Field(1_048_576, ge=1024)
     max_request_bytes: int = Field(4_194_304, ge=1024,
                                    description="largest request body (beyond: 413 RequestTooLarge)")
     session_ttl: float = Field(900.0, gt=0, description="idle seconds before a session's sandbox is killed")
     record_ttl: float = Field(86_400.0, gt=0, description="seconds a session's record outlives its sandbox")
 
-    @field_validator("redis_url", "sandbox_image", "sandbox_runtime", mode="before")
+    @field_validator("redis_url", "sandbox_image", "sandbox_runtime", "workers", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("check_memory")
+    @classmethod
+    def _a_size(cls, value: str) -> str:
+        parse_size(value)  # ValueError: "not a size"
+        return value
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -68,6 +87,9 @@ class Settings(BaseSettings):
     def instance(self) -> str:
         """This process's identity on shared Redis and Docker: host name plus a random suffix."""
         return f"{socket.gethostname()[:20]}-{secrets.token_hex(4)}".lower()
+
+    def check_budget(self) -> CheckBudget:
+        return CheckBudget(self.check_cpu_seconds, parse_size(self.check_memory))
 
     def sandbox_config(self, image: str, labels: dict[str, str] | None = None) -> SandboxConfig:
         return SandboxConfig(

@@ -12,15 +12,18 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Self
+from typing import Any, Self
 
 from sandbox.backends import make_backend
+from sandbox.checkers import CheckBudget, CheckerPool
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxError
 from sandbox.pool import SandboxPool
 from sandbox.sandbox import Sandbox
 from synth.errors import TransientFailure
 
+CHECKER_QUEUE = 64
+CHECKER_WAIT = 300.0  # gates judge one scenario after another: waiting is their normal pace
 INFRASTRUCTURE = "infrastructure"  # the rule of gate problems that are the sandbox's, not the code's
 
 
@@ -35,7 +38,7 @@ class Limits:
 
     call_timeout: float = 5.0
     load_timeout: float = 10.0
-    check_timeout: float = 2.0
+    check_budget: CheckBudget = CheckBudget(cpu_seconds=2.0, memory_bytes=128 * 1_048_576)
     max_result_bytes: int = 1_048_576
 
 
@@ -47,6 +50,7 @@ class SandboxHub:
         self.instance = instance or f"synth-{secrets.token_hex(4)}"
         self._limit = asyncio.Semaphore(limit)
         self._pool: SandboxPool | None = None
+        self._checkers: CheckerPool | None = None
         self._claims = 0
 
     @classmethod
@@ -64,22 +68,37 @@ class SandboxHub:
 
             image = ensure_image(docker.from_env(), settings.sandbox_base_image)
         limits = Limits(call_timeout=settings.call_timeout, load_timeout=settings.load_timeout,
-                        check_timeout=settings.check_timeout,
+                        check_budget=settings.check_budget(),
                         max_result_bytes=settings.max_result_bytes)
         config = settings.sandbox_config(image=image, labels=labels)
         return cls(config, limits, limit=limit, instance=f"synth-{settings.instance}")
 
     async def start(self) -> Self:
         if self._pool is None:
-            self._pool = SandboxPool(make_backend(self.config, self.instance), self.config,
-                                     name="synth")
+            backend = make_backend(self.config, self.instance)
+            self._pool = SandboxPool(backend, self.config, name="synth")
             await self._pool.start()
+            self._checkers = CheckerPool(backend, size=1, max_waiting=CHECKER_QUEUE,
+                                         wait_timeout=CHECKER_WAIT)
+            await self._checkers.start()
         return self
 
     async def close(self) -> None:
+        if self._checkers is not None:
+            await self._checkers.close()
+            self._checkers = None
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+    async def judge(self, box: Sandbox, checks: list[str]) -> list[dict[str, Any]]:
+        """The verdicts of ``checks`` on ``box``'s initial and current state, from a checker
+        sandbox (check functions never run where environment code ran)."""
+        await self.start()
+        assert self._checkers is not None
+        snapshot = await box.snapshot(timeout=self.limits.call_timeout)
+        return await self._checkers.check(checks, snapshot["initial"], snapshot["final"],
+                                          self.limits.check_budget)
 
     async def __aenter__(self) -> Self:
         return await self.start()

@@ -10,6 +10,8 @@ from pathlib import Path
 from sandbox.errors import SandboxUnavailable
 
 SOCKET_NAME = "runtime.sock"
+CONTROL_NAME = "control.sock"  # the keeper's, beside the runtime's (containers only)
+RUNTIME, CHECKER = "runtime", "checker"  # what a sandbox runs (``python3 -m sandbox.runtime``)
 SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
 
 
@@ -58,6 +60,7 @@ class SandboxBackend(ABC):
 
     name: str
     isolation: str  # shown in /readyz and logs: "container", "gvisor" or "process"
+    recyclable: bool = False  # its runtimes run under a keeper that restarts them in place
 
     def __init__(self, instance: str) -> None:
         self.instance = instance
@@ -68,7 +71,9 @@ class SandboxBackend(ABC):
         The default does nothing, for backends that need neither."""
 
     @abstractmethod
-    async def create(self, labels: dict[str, str]) -> SandboxHandle: ...
+    async def create(self, labels: dict[str, str], role: str = RUNTIME) -> SandboxHandle:
+        """A started sandbox running ``role`` (``RUNTIME``: an environment; ``CHECKER``: check
+        functions on states, never an environment)."""
 
     @abstractmethod
     async def destroy(self, handle: SandboxHandle) -> None: ...

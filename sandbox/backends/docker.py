@@ -20,7 +20,14 @@ import docker
 from docker.errors import APIError, DockerException, NotFound
 from requests.exceptions import RequestException
 
-from sandbox.backends.base import SandboxBackend, SandboxHandle, make_socket_dir
+from sandbox.backends.base import (
+    CONTROL_NAME,
+    RUNTIME,
+    SOCKET_NAME,
+    SandboxBackend,
+    SandboxHandle,
+    make_socket_dir,
+)
 from sandbox.client import wait_for_runtime
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxGone, SandboxUnavailable
@@ -30,6 +37,7 @@ log = logging.getLogger("envscaler.sandbox.docker")
 
 MANAGED = "envscaler.managed"
 INSTANCE = "envscaler.instance"
+ROLE = "envscaler.role"
 # Liveness is judged from heartbeat files under the socket root, so an instance may only judge
 # (and reap) sandboxes created under the same socket root.
 SOCKET_ROOT = "envscaler.socket-root"
@@ -44,6 +52,7 @@ ENGINE_ERRORS = (DockerException, RequestException)
 
 class DockerBackend(SandboxBackend):
     name = "docker"
+    recyclable = True
 
     def __init__(self, config: SandboxConfig, instance: str) -> None:
         super().__init__(instance)
@@ -92,7 +101,8 @@ class DockerBackend(SandboxBackend):
             self._unremoved.discard(container_id)
             log.info("removed sandbox %s after the engine came back", container_id[:12])
 
-    def _container_spec(self, sandbox_id: str, directory: Path, labels: dict[str, str]) -> dict[str, Any]:
+    def _container_spec(self, sandbox_id: str, directory: Path, labels: dict[str, str],
+                        role: str) -> dict[str, Any]:
         cfg = self.config
         host_config = self.client.api.create_host_config(
             network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
@@ -101,22 +111,23 @@ class DockerBackend(SandboxBackend):
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_size}"},
             binds={str(directory): {"bind": SOCKET_IN_CONTAINER, "mode": "rw"}},
         )
-        all_labels = {**cfg.labels, **labels, MANAGED: "1", INSTANCE: self.instance,
+        all_labels = {**cfg.labels, **labels, MANAGED: "1", INSTANCE: self.instance, ROLE: role,
                       SOCKET_ROOT: str(cfg.socket_root), "envscaler.sandbox": sandbox_id}
         return {"image": cfg.image, "name": f"envscaler-{self.instance}-{sandbox_id}", "labels": all_labels,
-                "host_config": host_config, "user": "65534:65534", "network_disabled": True}
+                "host_config": host_config, "user": "65534:65534", "network_disabled": True,
+                "command": _command(role)}
 
     def _socket_dir(self, sandbox_id: str) -> Path:
         return self.config.socket_root / self.instance / sandbox_id
 
-    async def create(self, labels: dict[str, str]) -> SandboxHandle:
+    async def create(self, labels: dict[str, str], role: str = RUNTIME) -> SandboxHandle:
         sandbox_id = secrets.token_hex(8)
         directory = self._socket_dir(sandbox_id)
         socket_path = make_socket_dir(directory)
         # A worker thread cannot be cancelled: shielding it lets a cancelled create still learn
         # the id of the container the thread goes on to start, and remove it.
         starting = asyncio.ensure_future(
-            asyncio.to_thread(self._create_and_start, sandbox_id, directory, labels))
+            asyncio.to_thread(self._create_and_start, sandbox_id, directory, labels, role))
         try:
             handle = SandboxHandle(id=await asyncio.shield(starting), socket_path=str(socket_path),
                                    backend=self.name, instance=self.instance)
@@ -138,8 +149,10 @@ class DockerBackend(SandboxBackend):
                 raise SandboxUnavailable(f"sandbox did not start: {exc}\n{reason}".strip()) from exc
             raise
 
-    def _create_and_start(self, sandbox_id: str, directory: Path, labels: dict[str, str]) -> str:
-        container = self.client.api.create_container(**self._container_spec(sandbox_id, directory, labels))
+    def _create_and_start(self, sandbox_id: str, directory: Path, labels: dict[str, str],
+                          role: str) -> str:
+        spec = self._container_spec(sandbox_id, directory, labels, role)
+        container = self.client.api.create_container(**spec)
         self.client.api.start(container["Id"])
         return container["Id"]
 
@@ -284,6 +297,15 @@ class DockerBackend(SandboxBackend):
             log.warning("could not remove this instance's sandboxes: %s", exc)
         shutil.rmtree(self.config.socket_root / self.instance, ignore_errors=True)
         await self.heartbeat.stop()
+
+
+def _command(role: str) -> list[str]:
+    """A runtime under its keeper (so it can be recycled), or a checker."""
+    command = ["python3", "-s", "-m", "sandbox.runtime", "--role", role,
+               "--socket", f"{SOCKET_IN_CONTAINER}/{SOCKET_NAME}"]
+    if role == RUNTIME:
+        command += ["--control", f"{SOCKET_IN_CONTAINER}/{CONTROL_NAME}"]
+    return command
 
 
 async def _result_or_none(task: asyncio.Future[str]) -> str | None:

@@ -12,11 +12,9 @@ with the gateway; ``reap_orphans`` then removes the directories that dead instan
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import functools
 import logging
 import os
-import re
 import resource
 import secrets
 import shutil
@@ -26,11 +24,18 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox.backends.base import SOCKET_NAME, SandboxBackend, SandboxHandle, make_socket_dir
+from sandbox.backends.base import (
+    RUNTIME,
+    SOCKET_NAME,
+    SandboxBackend,
+    SandboxHandle,
+    make_socket_dir,
+)
 from sandbox.client import wait_for_runtime
-from sandbox.config import SandboxConfig
+from sandbox.config import SandboxConfig, parse_size
 from sandbox.errors import SandboxGone, SandboxUnavailable
 from sandbox.heartbeat import Heartbeat
+from sandbox.parent_death import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +46,6 @@ MAX_FILE_BYTES = 64 * 1024 * 1024  # bounds runtime.log against env code printin
 _STDERR_TAIL_BYTES = 2000
 _READY_POLL_SECONDS = 0.02
 _REAP_POLL_SECONDS = 0.002
-_PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: the forked child must not load libraries
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
-def parse_size(text: str) -> int:
-    """Bytes in a Docker-style size: ``"256m"``, ``"1g"``, ``"512k"``, ``"1024"``, ``"1.5GiB"``."""
-    match = _SIZE.fullmatch(text.strip())
-    if match is None:
-        raise ValueError(f"not a size: {text!r} (expected e.g. 256m or 1g)")
-    return int(float(match[1]) * _UNITS[match[2].lower()])
 
 
 def _limit_child(parent_pid: int, memory_bytes: int) -> None:
@@ -61,9 +54,7 @@ def _limit_child(parent_pid: int, memory_bytes: int) -> None:
                          (resource.RLIMIT_NOFILE, MAX_OPEN_FILES),
                          (resource.RLIMIT_FSIZE, MAX_FILE_BYTES), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(limit, (value, value))
-    _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-    if os.getppid() != parent_pid:  # the gateway died before the death signal was armed
-        os.kill(os.getpid(), signal.SIGKILL)
+    die_with_parent(parent_pid)
 
 
 @dataclass
@@ -105,7 +96,7 @@ class ProcessBackend(SandboxBackend):
         if removed:
             log.info("removed %d sandbox directories of dead instances", removed)
 
-    async def create(self, labels: dict[str, str]) -> SandboxHandle:
+    async def create(self, labels: dict[str, str], role: str = RUNTIME) -> SandboxHandle:
         await self.start()
         self._reap_exited()
         sandbox_id = secrets.token_hex(8)
@@ -115,7 +106,8 @@ class ProcessBackend(SandboxBackend):
         try:  # on the loop's thread, on purpose: see the class docstring (PR_SET_PDEATHSIG)
             with open(directory / LOG_NAME, "wb") as log_file:  # noqa: ASYNC230 - local, instant
                 process = subprocess.Popen(  # noqa: ASYNC220
-                    [sys.executable, "-s", "-m", "sandbox.runtime", "--socket", str(socket_path)],
+                    [sys.executable, "-s", "-m", "sandbox.runtime", "--role", role,
+                     "--socket", str(socket_path)],
                     cwd=PACKAGE_PARENT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                     stderr=log_file, start_new_session=True,
                     # glibc reserves 64 MiB of address space per thread's malloc arena: under

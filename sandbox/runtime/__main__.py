@@ -1,4 +1,10 @@
-"""``python3 -m sandbox.runtime --socket PATH``: serve one environment on a Unix socket."""
+"""``python3 -m sandbox.runtime --socket PATH [--control PATH] [--role runtime|checker]``.
+
+- role ``runtime`` (default): serve one environment on ``--socket``. With ``--control`` (in a
+  container), under a keeper that can restart the runtime in place (``keeper.py``).
+- role ``checker``: run check functions on states sent to ``--socket`` (``checker.py``); it never
+  loads an environment.
+"""
 
 from __future__ import annotations
 
@@ -7,27 +13,27 @@ import os
 import sys
 from pathlib import Path
 
-from sandbox.runtime import determinism
-from sandbox.runtime.host import EnvHost
-from sandbox.runtime.server import RuntimeServer
+from sandbox.runtime import contain
+from sandbox.runtime.checker import Checker, CheckerServer
+from sandbox.runtime.keeper import Keeper, serve_runtime
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python3 -m sandbox.runtime", description=__doc__)
     parser.add_argument("--socket", required=True, type=Path, help="Unix socket path to listen on")
-    socket_path: Path = parser.parse_args(argv).socket
-    host = EnvHost(determinism.install())  # after the imports above bound the real clocks
-    socket_path.unlink(missing_ok=True)  # left by a runtime that died before cleaning up
-    # The gateway connects as another user than the sandbox's, so the socket must be 0o777. It is
-    # created so under umask 0 rather than chmod-ed after: gVisor refuses chmod on a host socket.
-    previous = os.umask(0)
-    try:
-        server = RuntimeServer(str(socket_path), host)
-    finally:
-        os.umask(previous)
-    print(f"envscaler runtime pid {os.getpid()} listening on {socket_path}", file=sys.stderr,
+    parser.add_argument("--control", type=Path, help="the keeper's Unix socket (containers only)")
+    parser.add_argument("--role", choices=("runtime", "checker"), default="runtime")
+    args = parser.parse_args(argv)
+    listening = contain.bind_listening(args.socket)
+    print(f"envscaler {args.role} pid {os.getpid()} listening on {args.socket}", file=sys.stderr,
           flush=True)
-    server.serve_forever()
+    if args.role == "checker":
+        contain.set_nondumpable()
+        CheckerServer(listening, Checker(contained=contain.in_container())).serve_forever()
+    elif args.control is not None:
+        Keeper(listening, contain.bind_listening(args.control)).run()
+    else:
+        serve_runtime(listening)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ are bound before anything runs, and a tool's exception is a result, not the end 
 from __future__ import annotations
 
 import copy
+import json
 import dataclasses
 import inspect
 import sys
@@ -17,27 +18,16 @@ import traceback
 import types
 from typing import Any
 
-from sandbox.runtime.check_driver import describe_exception
-from sandbox.runtime.checks import run_checks
 from sandbox.runtime.determinism import DEFAULT_START, Determinism, parse_instant
 from sandbox.runtime.jsonsafe import dumps, to_json_safe
+from sandbox.runtime.protocol import OperationError, describe_exception
 
 ENV_FILENAME = "env.py"
 MODULE_NAME = "envscaler_env"
 DEFAULT_MAX_RESULT_BYTES = 1_048_576
-MAX_CHECK_TIMEOUT = 300.0
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                inspect.Parameter.VAR_POSITIONAL)
 _MISSING = object()
-
-
-class OperationError(Exception):
-    """An operation failed in a way the caller should know by name (``kind`` is the wire type)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-        self.message = message
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +50,7 @@ class _Blueprint:
 class _Environment:
     blueprint: _Blueprint
     instance: Any
-    initial_state: str  # JSON text of the state right after instantiation
+    initial_state: dict[str, Any]  # the JSON-safe state right after instantiation
 
 
 class EnvHost:
@@ -136,14 +126,11 @@ class EnvHost:
         self._expect(executed)
         return _state(env.instance)
 
-    def check(self, checks: list[str], timeout: float = 2.0,
-              executed: int | None = None) -> list[dict[str, Any]]:
+    def snapshot(self, executed: int | None = None) -> dict[str, Any]:
+        """The state right after the load or reset and the state now: what a checker judges."""
         env = self._require()
         self._expect(executed)
-        _require_strings("checks", checks)
-        if not 0 < timeout <= MAX_CHECK_TIMEOUT:
-            raise OperationError("BadRequest", f"timeout must be in (0, {MAX_CHECK_TIMEOUT:g}] s")
-        return run_checks(checks, env.initial_state, dumps(_state(env.instance)), timeout)
+        return {"initial": env.initial_state, "final": _state(env.instance)}
 
     def _expect(self, executed: int | None) -> None:
         """Refuse to act when the caller expects another number of executed calls than this
@@ -164,7 +151,7 @@ class EnvHost:
         self.executed = 0
         instance = _instantiate(blueprint)
         try:
-            initial_state = dumps(_state(instance))
+            initial_state = json.loads(dumps(_state(instance)))  # a copy no later call can touch
         except Exception as exc:  # noqa: BLE001 - e.g. a class without __dict__
             raise OperationError("LoadError", f"reading the state of {blueprint.cls.__name__} "
                                  f"failed: {describe_exception(exc)}") from None

@@ -14,7 +14,14 @@ Operations (fields beyond ``op``):
 - ``reset`` [``init_config``, ``seed``]       -> ``{"tools": [...]}``
 - ``call``  ``name, arguments`` [, ``executed``] -> the tool's JSON-safe result
 - ``state`` [``executed``]                    -> the public attributes of the instance
-- ``check`` ``checks`` [, ``timeout``, ``executed``] -> ``[{"passed": bool, "error": str | null}]``
+- ``snapshot`` [``executed``]                 -> ``{"initial": state after load/reset, "final": now}``
+
+Check functions never run here (a process that ran environment code cannot be trusted with a
+verdict): the checker (``checker.py``, its own sandbox) serves ``ping`` and ``check``
+``checks, initial_state, final_state, cpu_seconds, wall_seconds, memory_bytes`` ->
+``[{"passed": bool, "error": str | null}]``, or ``Starved`` when the machine gave the checks too
+little CPU to judge them. The keeper (``keeper.py``) serves ``ping`` and ``recycle`` on the
+control socket.
 
 ``executed`` is the number of tool calls the caller believes ran since the last load or reset;
 when given and different, the operation is refused with ``Diverged`` and nothing runs.
@@ -31,6 +38,7 @@ Error types (``error.type``), all stable:
 - ``ArgumentError``: the arguments do not bind to the tool's signature (the tool did not run)
 - ``ToolException``: the tool raised; the message is ``"<ExcType>: <message>"``
 - ``ResultTooLarge``: the encoded result exceeds ``max_result_bytes`` (or a reply the frame limit)
+- ``Starved``: the checks could not be judged for lack of CPU (retry later)
 - ``RuntimeError``: a fault of the runtime itself
 """
 
@@ -40,10 +48,77 @@ import json
 import socket
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 HEADER = struct.Struct(">I")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_DESCRIPTION_CHARS = 2000
+NUMBER = (int, float)
+_NONE = type(None)
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "an array",
+               dict: "an object", bool: "a boolean", _NONE: "null"}
+
+
+class OperationError(Exception):
+    """An operation failed in a way the caller should know by name (``kind`` is the wire type)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+class Field(NamedTuple):
+    """One field of a request: the JSON types it may have, and whether it must be there."""
+
+    types: tuple[type, ...]
+    required: bool
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"<ExcType>: <message>"`` (just the type when the message is empty), bounded in size."""
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - a broken __str__ of a user-defined exception
+        message = "<unprintable message>"
+    if len(message) > MAX_DESCRIPTION_CHARS:
+        message = message[:MAX_DESCRIPTION_CHARS] + f"... ({len(message)} characters)"
+    name = type(exc).__name__
+    return f"{name}: {message}" if message else name
+
+
+def parse_request(request: Any, fields: dict[str, dict[str, Field]]) -> tuple[str, dict[str, Any]]:
+    """The op and its fields, checked against ``fields`` (op -> field specs); an
+    ``OperationError("BadRequest")`` says precisely what is wrong."""
+    if not isinstance(request, dict):
+        raise OperationError("BadRequest", f"a request must be a JSON object, not {_kind(request)}")
+    op = request.get("op")
+    if op not in fields:
+        raise OperationError("BadRequest", f"unknown op {op!r}; expected one of {sorted(fields)}")
+    spec = fields[op]
+    given = {name: value for name, value in request.items() if name != "op"}
+    unexpected = sorted(set(given) - set(spec))
+    if unexpected:
+        raise OperationError("BadRequest", f"{op}: unexpected field(s) {unexpected}")
+    for name, field in spec.items():
+        if name not in given:
+            if field.required:
+                raise OperationError("BadRequest", f"{op}: missing field {name!r}")
+        elif not _has_type(given[name], field.types):
+            expected = " or ".join(_TYPE_NAMES[kind] for kind in field.types)
+            raise OperationError("BadRequest", f"{op}: field {name!r} must be {expected}, "
+                                 f"not {_kind(given[name])}")
+    return op, given
+
+
+def _has_type(value: Any, types: tuple[type, ...]) -> bool:
+    """``isinstance``, except that JSON ``true``/``false`` are not numbers."""
+    return isinstance(value, types) and (bool in types or not isinstance(value, bool))
+
+
+def _kind(value: Any) -> str:
+    return next((name for kind, name in _TYPE_NAMES.items() if type(value) is kind),
+                type(value).__name__)
 
 
 class ProtocolError(Exception):
@@ -119,3 +194,39 @@ def ok(result: Any) -> dict:
 
 def error(kind: str, message: str) -> dict:
     return {"ok": False, "error": {"type": kind, "message": message}}
+
+
+def serve_connection(sock: socket.socket, dispatch: Callable[[Any], dict[str, Any]]) -> None:
+    """Answer each request on ``sock`` with ``dispatch(request)`` until the peer leaves. No
+    request, however malformed, ends more than its own connection."""
+    while True:
+        try:
+            request = recv_message(sock)
+        except FramingError as exc:
+            _send_reply(sock, error("BadRequest", str(exc)))
+            return  # the stream cannot be resynchronised
+        except ProtocolError as exc:
+            reply = error("BadRequest", str(exc))
+        except OSError:
+            return
+        else:
+            if request is None:
+                return
+            reply = dispatch(request)
+        if not _send_reply(sock, reply):
+            return
+
+
+def _send_reply(sock: socket.socket, reply: dict[str, Any]) -> bool:
+    """Send ``reply`` (or why it cannot be sent); False when the peer is gone."""
+    try:
+        data = encode(reply)
+    except ProtocolError as exc:
+        data = encode(error("ResultTooLarge", str(exc)))
+    except (TypeError, ValueError) as exc:  # a value that is not JSON: a runtime bug
+        data = encode(error("RuntimeError", f"reply is not JSON: {exc}"))
+    try:
+        sock.sendall(data)
+    except OSError:
+        return False
+    return True

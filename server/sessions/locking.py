@@ -45,14 +45,38 @@ class SessionLocks:
         self.lease = max(10.0, 2 * max(settings.call_timeout, settings.load_timeout) + 5.0)
         self._locks: dict[str, _LocalLock] = {}
         self._releases: set[asyncio.Task[None]] = set()  # see _release_later
+        self._holding: dict[SessionLock, float] = {}  # held Redis locks -> last (re)newed
+        self._keeper: asyncio.Task[None] | None = None
 
     def in_use(self, session_id: str) -> bool:
         """Whether a request of this process holds or waits for the session."""
         return session_id in self._locks
 
+    def start(self) -> None:
+        self._keeper = asyncio.create_task(self._keep_leases(), name="envscaler-lease-keeper")
+
     def close(self) -> None:
-        for task in list(self._releases):
+        for task in [*self._releases, *([self._keeper] if self._keeper else [])]:
             task.cancel()
+
+    async def _keep_leases(self) -> None:
+        """Renew every lock held longer than a third of its lease: no lease runs out while the
+        request that holds it is still working, however slow the machine (one task for all
+        locks, so a short request pays nothing)."""
+        while True:
+            await asyncio.sleep(self.lease / 6)
+            due = time.monotonic() - self.lease / 3
+            for lock, renewed in list(self._holding.items()):
+                if renewed > due or not lock.held():
+                    continue
+                try:
+                    await lock.reacquire()
+                except (LockError, RedisError) as exc:
+                    if lock.held():  # else released meanwhile, by the request's own commit
+                        log.warning("session lock renewal failed lock=%s error=%s", lock.name, exc)
+                    continue
+                if lock in self._holding:
+                    self._holding[lock] = time.monotonic()
 
     @asynccontextmanager
     async def locked(
@@ -92,9 +116,11 @@ class SessionLocks:
                 except RedisError as exc:
                     self._release_later(lock)
                     raise backend_unavailable(f"Redis is unavailable: {exc}") from exc
+                self._holding[lock] = time.monotonic()
                 try:
                     yield Held(lock, record, seen)
                 finally:
+                    self._holding.pop(lock, None)
                     if lock.held():
                         token = lock.local.token
                         try:

@@ -96,6 +96,7 @@ class SessionSandboxes:
                 init_config=init_config,
                 seed=seed,
                 max_result_bytes=self.settings.max_result_bytes,
+                max_state_bytes=self.settings.max_state_bytes,
                 timeout=self.settings.load_timeout,
             )
         except RuntimeFault as exc:
@@ -128,12 +129,26 @@ class SessionSandboxes:
     def adopt(self, session_id: str, sandbox: Sandbox) -> None:
         old = self.held.get(session_id)
         self.held[session_id] = sandbox
-        if old is not None and old is not sandbox and not old.destroyed:
-            self._destroy_later(old)
+        if old is not None and old is not sandbox:
+            self._let_go(old)
 
-    def _destroy_later(self, sandbox: Sandbox) -> None:
-        task = asyncio.create_task(self.destroy_quietly(sandbox))
+    def _let_go(self, sandbox: Sandbox) -> None:
+        """Stop using a sandbox that no longer holds its session's state. One of our pool's goes
+        back to it (in the background); one attached to by handle is only disconnected: whoever
+        replaced it removed it, and its owner may have recycled it for another session since."""
+        if sandbox.destroyed:
+            return
+        if not sandbox.pooled:
+            sandbox.client.close()
+            return
+        task = asyncio.create_task(self.release_quietly(sandbox))
         task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+    async def release_quietly(self, sandbox: Sandbox) -> None:
+        try:
+            await sandbox.release()
+        except Exception as exc:  # noqa: BLE001 - best effort; reapers remove what is left
+            log.warning("sandbox release failed sandbox=%s error=%s", sandbox.id[:12], exc)
 
     async def destroy_quietly(self, sandbox: Sandbox) -> None:
         try:
@@ -152,12 +167,11 @@ class SessionSandboxes:
             self.held.pop(record.id, None)
             if same:
                 return None  # this process saw it die (deadline, crash): no need to probe it
-            if not held.destroyed:
-                self._destroy_later(held)  # superseded by a rebuild elsewhere
+            self._let_go(held)  # superseded by a rebuild elsewhere
         if not handle:
             return None
         try:
-            sandbox = Sandbox(SandboxHandle.from_dict(handle), self.backend)
+            sandbox = self._attach(SandboxHandle.from_dict(handle))
         except (KeyError, TypeError):
             return None
         try:
@@ -191,6 +205,13 @@ class SessionSandboxes:
             await self.destroy_quietly(sandbox)
             return None
         self.held[record.id] = sandbox
+        return sandbox
+
+    def _attach(self, handle: SandboxHandle) -> Sandbox:
+        """A sandbox another process loaded, with this gateway's reply limits."""
+        sandbox = Sandbox(handle, self.backend)
+        sandbox.max_result_bytes = self.settings.max_result_bytes
+        sandbox.max_state_bytes = self.settings.max_state_bytes
         return sandbox
 
     async def sandbox(self, record: Record, lock: SessionLock, *, persist: bool = True) -> Sandbox:
@@ -306,12 +327,19 @@ class SessionSandboxes:
         )
 
     async def drop(self, record: Record) -> None:
-        """Kill the record's sandbox, whoever holds it."""
+        """End the record's sandbox, whoever holds it: back to our pool (recycled) when it is
+        one of ours, killed otherwise."""
         held = self.held.pop(record.id, None)
-        if held is not None and not held.destroyed:
-            await self.destroy_quietly(held)
         handle = record.sandbox
-        if handle and (held is None or held.id != handle.get("id")):
+        current = held is not None and bool(handle) and held.id == handle.get("id")
+        if held is not None and not held.destroyed:
+            if held.pooled:
+                await self.release_quietly(held)
+            elif current:
+                await self.destroy_quietly(held)
+            else:
+                self._let_go(held)
+        if handle and not current:
             try:
                 await self.backend.destroy(SandboxHandle.from_dict(handle))
             except Exception as exc:  # noqa: BLE001
@@ -351,7 +379,7 @@ class SessionSandboxes:
                 raise ApiError(504, "Timeout", str(exc)) from exc
             finally:
                 if not active:
-                    await self.destroy_quietly(sandbox)
+                    await self.release_quietly(sandbox)
         raise AssertionError("unreachable")
 
     async def forget_stale(self) -> None:
@@ -362,5 +390,5 @@ class SessionSandboxes:
         for session_id, live in zip(held, await self.store.live_among(held), strict=True):
             if not live and not self.locks.in_use(session_id):
                 sandbox = self.held.pop(session_id, None)
-                if sandbox is not None and not sandbox.destroyed:
-                    await self.destroy_quietly(sandbox)
+                if sandbox is not None:
+                    self._let_go(sandbox)

@@ -3,9 +3,7 @@ the idle expiry (design: the package docstring)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
 import secrets
 import time
 from typing import Any
@@ -14,11 +12,18 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from sandbox.backends.base import SandboxBackend
-from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone
+from sandbox.checkers import CheckerPool, ChecksKilledChecker, ChecksStarved
+from sandbox.errors import (
+    CallTimeout,
+    CapacityExhausted,
+    RuntimeFault,
+    SandboxError,
+    SandboxGone,
+)
 from sandbox.pool import SandboxPool
 from server.auth import Principal, check_agent, token_hash, verify_agent
 from server.catalogue import ServedCatalogue, ServedEnv
-from server.errors import ApiError, backend_unavailable, invalid_request, not_found
+from server.errors import ApiError, backend_unavailable, invalid_request, not_found, retry_after
 from server.metrics import Metrics
 from server.redis_scripts import ScriptClient
 from server.sessions.calls import (
@@ -36,7 +41,7 @@ from server.store import Record, SessionLock, SessionStore, dumps
 
 log = logging.getLogger("envscaler.server.sessions")
 
-CONCURRENT_VALIDATIONS = max(1, (os.cpu_count() or 1) // 2)  # per gateway process; see validate
+STARVED_RETRY_AFTER = 2.0
 
 
 class SessionService:
@@ -46,6 +51,7 @@ class SessionService:
         redis: Redis,
         catalogue: ServedCatalogue,
         pool: SandboxPool,
+        checkers: CheckerPool,
         backend: SandboxBackend,
         metrics: Metrics,
     ) -> None:
@@ -64,11 +70,13 @@ class SessionService:
             settings, self.store, catalogue, pool, backend, metrics, self.locks
         )
         self.expiry = SessionExpiry(settings, self.store, self.locks, self.sandboxes, metrics)
-        self._checking = asyncio.Semaphore(CONCURRENT_VALIDATIONS)  # see validate
+        self.checkers = checkers
+        self.check_budget = settings.check_budget()
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        self.locks.start()
         self.expiry.start()
 
     async def close(self) -> None:
@@ -370,32 +378,17 @@ class SessionService:
         async with self.locks.locked(session_id) as held:
             record = self._checked(session_id, held.record, caller)
             env = self._env(record)
-            if record.scenario is None:
-                raise ApiError(
-                    409,
-                    "NoChecklist",
-                    "this session started from a custom init_config; "
-                    "there are no check functions to run",
-                )
-            scenario = env.scenario(record.scenario)
+            scenario = self._scenario_with_checks(record, env)
             checklist = list(scenario.checklist)
-            if not checklist:
-                raise ApiError(409, "NoChecklist", f"scenario {scenario.id} has no checklist")
-            checks = [item.check_func for item in checklist]
-            # Check functions run on wall-clock deadlines, each in a fresh interpreter: a burst of
-            # validations (a rollout batch ending) would starve them of CPU until they time out and
-            # count as failed. Queued here instead, they run with the machine to themselves.
-            async with self._checking:
-                await self.locks.renew(held.lock, record,
-                                  self.settings.check_timeout * len(checks) + 10.0)
-                results = await self.sandboxes.with_sandbox(
-                    record,
-                    held.lock,
-                    lambda s: s.check(checks, timeout_per_check=self.settings.check_timeout,
-                                      executed=record.executed),
-                )
+            snapshot = await self.sandboxes.with_sandbox(
+                record,
+                held.lock,
+                lambda s: s.snapshot(timeout=self.settings.call_timeout, executed=record.executed),
+            )
             if record.status == "active":
                 await self.store.commit(record, held.lock, release=True)
+        # Judged after the lock is released: the states are taken, the session may go on.
+        results = await self._judge([item.check_func for item in checklist], snapshot)
         passed = sum(1 for r in results if r.get("passed") is True)
         total = len(checklist)
         reward = round(passed / total, 4)
@@ -420,6 +413,37 @@ class SessionService:
                 for item, r in zip(checklist, results, strict=True)
             ],
         }
+
+    @staticmethod
+    def _scenario_with_checks(record: Record, env: ServedEnv) -> Any:
+        if record.scenario is None:
+            raise ApiError(
+                409,
+                "NoChecklist",
+                "this session started from a custom init_config; "
+                "there are no check functions to run",
+            )
+        scenario = env.scenario(record.scenario)
+        if not scenario.checklist:
+            raise ApiError(409, "NoChecklist", f"scenario {scenario.id} has no checklist")
+        return scenario
+
+    async def _judge(self, checks: list[str], snapshot: dict[str, Any]) -> list[dict[str, Any]]:
+        """The checkers' verdicts; a verdict the machine could not afford is a retryable 503,
+        never a failed check."""
+        try:
+            return await self.checkers.check(checks, snapshot["initial"], snapshot["final"],
+                                             self.check_budget)
+        except ChecksStarved as exc:
+            raise ApiError(503, "ChecksStarved", f"{exc}; retry",
+                           headers=retry_after(STARVED_RETRY_AFTER)) from exc
+        except CapacityExhausted as exc:
+            raise ApiError(503, "CapacityExhausted", str(exc),
+                           headers=retry_after(exc.retry_after)) from exc
+        except ChecksKilledChecker as exc:
+            return [{"passed": False, "error": str(exc)} for _ in checks]
+        except SandboxError as exc:
+            raise backend_unavailable(f"no checker could judge the checks: {exc}") from exc
 
     # ------------------------------------------------------------------ reset
 

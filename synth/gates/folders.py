@@ -93,7 +93,7 @@ async def gate_folder(folder: Path, hub: SandboxHub | None, *, seed: int = 0, va
             try:
                 async with hub.sandbox(f"gate-{scenario.id}") as box:
                     report.scenarios[scenario.id] = await scenario_gate(
-                        box, source=code.source, class_name=code.class_name,
+                        box, judge=hub.judge, source=code.source, class_name=code.class_name,
                         tool_names=code.tool_names, scenario=spec, seed=seed, limits=hub.limits)
             except TransientFailure as exc:
                 report.scenarios[scenario.id] = GateResult(

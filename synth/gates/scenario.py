@@ -18,16 +18,19 @@ and reported with ``details.solution = "none"``.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.errors import RuntimeFault, SandboxError
+from sandbox.checkers import ChecksStarved
+from sandbox.errors import CapacityExhausted, RuntimeFault, SandboxError
 from sandbox.sandbox import Sandbox
 from synth.gates.report import GateResult, Problem
 from synth.gates.static import check_function_problems
 from synth.sandboxes import INFRASTRUCTURE, Limits, is_infrastructure_fault
 
 MAX_SHOWN_CHARS = 300
+Judge = Callable[[Sandbox, list[str]], Awaitable[list[dict[str, Any]]]]
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,10 @@ class ScenarioSpec:
     solution: list[dict[str, Any]] | None
 
 
-async def scenario_gate(sandbox: Sandbox, *, source: str, class_name: str, tool_names: list[str],
-                        scenario: ScenarioSpec, seed: int, limits: Limits) -> GateResult:
+async def scenario_gate(sandbox: Sandbox, *, judge: Judge, source: str, class_name: str,
+                        tool_names: list[str], scenario: ScenarioSpec, seed: int,
+                        limits: Limits) -> GateResult:
+    """``judge``: the verdicts of checks on a sandbox's states (``SandboxHub.judge``)."""
     result = GateResult(gate="scenario")
     problems = result.problems
     for index, check in enumerate(scenario.checks, start=1):
@@ -51,16 +56,20 @@ async def scenario_gate(sandbox: Sandbox, *, source: str, class_name: str, tool_
     if problems:
         return result
     try:
-        await _verify(sandbox, source, class_name, tool_names, scenario, seed, limits, result)
+        await _verify(sandbox, judge, source, class_name, tool_names, scenario, seed, limits,
+                      result)
     except RuntimeFault as exc:
         rule = INFRASTRUCTURE if is_infrastructure_fault(exc.kind) else "sandbox"
         problems.append(Problem(rule, f"{exc.kind}: {exc.message}"))
+    except (ChecksStarved, CapacityExhausted) as exc:  # the machine's, not the scenario's
+        problems.append(Problem(INFRASTRUCTURE, str(exc)))
     except SandboxError as exc:
         problems.append(Problem("sandbox", str(exc)))
     return result
 
 
-async def _verify(sandbox: Sandbox, source: str, class_name: str, tool_names: list[str],
+async def _verify(sandbox: Sandbox, judge: Judge, source: str, class_name: str,
+                  tool_names: list[str],
                   scenario: ScenarioSpec, seed: int, limits: Limits, result: GateResult) -> None:
     problems = result.problems
     try:
@@ -72,7 +81,7 @@ async def _verify(sandbox: Sandbox, source: str, class_name: str, tool_names: li
             raise
         problems.append(Problem("load", f"does not load with this init_config: {exc.message}"))
         return
-    initial = await sandbox.check(scenario.checks, timeout_per_check=limits.check_timeout)
+    initial = await judge(sandbox, scenario.checks)
     result.details["initial"] = [verdict["passed"] for verdict in initial]
     for index, verdict in enumerate(initial, start=1):
         if verdict["error"] is not None:
@@ -105,7 +114,7 @@ async def _verify(sandbox: Sandbox, source: str, class_name: str, tool_names: li
     if _canonical(before) == _canonical(after):
         problems.append(Problem("no-change", "the reference solution does not change the state"))
         return
-    final = await sandbox.check(scenario.checks, timeout_per_check=limits.check_timeout)
+    final = await judge(sandbox, scenario.checks)
     result.details["final"] = [verdict["passed"] for verdict in final]
     passed = sum(verdict["passed"] for verdict in final)
     result.details["reward"] = round(passed / len(final), 4) if final else 0.0

@@ -140,7 +140,8 @@ async def generate_scenarios(run: Run, folders: list[Path], out: Path, *,
         spec = ScenarioSpec(init_config=value["init_config"], items=value["items"],
                             checks=value["checks"], solution=value["solution"])
         async with hub.sandbox(f"scen-{item}") as box:
-            result = await scenario_gate(box, source=env.source, class_name=env.class_name,
+            result = await scenario_gate(box, judge=hub.judge, source=env.source,
+                                         class_name=env.class_name,
                                          tool_names=env.tool_names, scenario=spec,
                                          seed=settings.seed, limits=hub.limits)
         if any(problem.rule == INFRASTRUCTURE for problem in result.problems):

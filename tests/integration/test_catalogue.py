@@ -37,7 +37,7 @@ async def test_a_kept_run_regenerates_its_environments_byte_for_byte(
     hub = SandboxHub(SandboxConfig(backend="process", socket_root=socket_root, pool_size=0,
                                    labels=TEST_LABELS, memory="1g"),
                      # a check past its deadline drops a scenario: give a loaded machine room
-                     Limits(check_timeout=10), limit=2, instance=new_instance())
+                     Limits(), limit=2, instance=new_instance())
     try:
         result = await replay_run(run, tmp_path, hub=hub)
     finally:
@@ -74,7 +74,7 @@ def test_every_scenario_is_solved_by_its_solution_through_a_gateway(
         "ENVSCALER_URL": None, "ENVSCALER_SANDBOX_IMAGE": sandbox_image,
         "ENVSCALER_SOCKET_ROOT": str(socket_root), "ENVSCALER_POOL_SIZE": "4",
         # what is tested is the scenarios, not check deadlines on a loaded 2-core machine
-        "ENVSCALER_CHECK_TIMEOUT": "10"})
+        "ENVSCALER_CHECK_CPU_SECONDS": "10"})
     assert result.exit_code == 0, result.output[-3000:]
     report = json.loads(result.stdout)
     total = sum(len(env.scenarios) for env in load_catalogue(CATALOGUE, strict=True).envs.values())
@@ -88,7 +88,7 @@ def test_every_environment_passes_the_gates(sandbox_image: str, socket_root: Pat
 
     result = CliRunner().invoke(app, ["gate", str(CATALOGUE), "--json"], env={
         "ENVSCALER_SANDBOX_IMAGE": sandbox_image, "ENVSCALER_SOCKET_ROOT": str(socket_root),
-        "ENVSCALER_CHECK_TIMEOUT": "10"})
+        "ENVSCALER_CHECK_CPU_SECONDS": "10"})
     assert result.exit_code == 0, result.output[-3000:]
     report = json.loads(result.stdout)
     assert report["passed"] is True

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.backends.process import ProcessBackend, parse_size
+from sandbox.backends.process import ProcessBackend
+from sandbox.config import parse_size
 from sandbox.client import RuntimeClient
 from sandbox.config import SandboxConfig
 from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone, SandboxUnavailable

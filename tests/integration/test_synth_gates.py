@@ -62,7 +62,7 @@ class Store:
 '''
 CONFIG = {"items": {"A": {"item_id": "A", "count": 1, "note": ""},
                     "B": {"item_id": "B", "count": 0, "note": "empty"}}}
-LIMITS = Limits(call_timeout=2.0, load_timeout=10.0, check_timeout=2.0)
+LIMITS = Limits(call_timeout=2.0, load_timeout=10.0)
 
 
 def with_tool(code: str, header: str = "") -> str:
@@ -189,7 +189,7 @@ async def run_scenario(hub: SandboxHub, checks: list[str], solution: list[dict[s
     spec = ScenarioSpec(init_config=CONFIG, items=[f"Has item {n}" for n in range(len(checks))],
                         checks=checks, solution=solution)
     async with hub.sandbox("test-scen") as box:
-        return await scenario_gate(box, source=source, class_name="Store",
+        return await scenario_gate(box, judge=hub.judge, source=source, class_name="Store",
                                    tool_names=["get_item", "restock"], scenario=spec, seed=1,
                                    limits=LIMITS)
 

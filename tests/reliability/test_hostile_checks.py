@@ -12,13 +12,13 @@ from tests.reliability.helpers import call, new_session
 
 EXPECTED = [  # (passed, a fragment of the error) in checklist order
     (True, None),
-    (False, "timed out after 1 s"),
+    (False, "exceeded its CPU time budget of 1 s"),
     (False, "ValueError: broken check"),
     (False, "returned int, not bool"),
     (False, "returned NoneType, not bool"),
     (False, "returned str, not bool"),
     (False, "returned list, not bool"),
-    (False, "no verdict"),
+    (False, "without a verdict"),
     (False, "SystemExit: 0"),
     (False, "bytes of verdict"),
     (True, None),
@@ -26,7 +26,7 @@ EXPECTED = [  # (passed, a fragment of the error) in checklist order
 
 
 async def test_misbehaving_checks_cost_only_their_own_verdict(make_settings) -> None:
-    async with running_gateway(make_settings(check_timeout=1.0)) as (_, client):
+    async with running_gateway(make_settings(check_cpu_seconds=1.0)) as (_, client):
         session_id = await new_session(client, "bad_checks", scenario="bad_checks-1")
         untouched = (await client.post(f"/v1/sessions/{session_id}/validate")).json()
         assert untouched["passed"] == 1 and untouched["total"] == len(EXPECTED)  # the mutator
@@ -59,9 +59,9 @@ async def test_misbehaving_checks_cost_only_their_own_verdict(make_settings) -> 
 
 
 async def test_greedy_checks_cannot_starve_the_others(make_settings) -> None:
-    """A check that forks without end or eats all memory runs in the session's sandbox, under its
+    """A check that forks without end or eats all memory runs in a checker sandbox, under its
     limits: it fails, and the checks beside it still get their verdicts."""
-    async with running_gateway(make_settings(check_timeout=2.0, sandbox_memory="256m")) as (
+    async with running_gateway(make_settings(check_cpu_seconds=2.0, sandbox_memory="256m")) as (
         _, client,
     ):
         session_id = await new_session(client, "bad_checks", scenario="bad_checks-2")

@@ -64,7 +64,7 @@ def stage(
         max_sandboxes=32,
         call_timeout=3.0,
         load_timeout=5.0,
-        check_timeout=1.0,
+        check_cpu_seconds=1.0,
         api_keys=[key],
         log_level="WARNING",
     )

@@ -1,0 +1,136 @@
+"""A few checker sandboxes per gateway process, each judging one validation at a time.
+
+Check functions never run where environment code ran (``runtime/checker.py``): a validation takes
+a snapshot of the session's states from its sandbox and sends it, with the check sources, to a
+checker. Admission is bounded twice: at most ``max_waiting`` validations wait for a checker, each
+for at most ``wait_timeout`` seconds; beyond either, ``CapacityExhausted`` (a retryable answer),
+never an unbounded queue. A checker that dies or misses its deadline is replaced, and the
+validation tried once more on a fresh one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox.backends.base import CHECKER, SandboxBackend
+from sandbox.errors import CallTimeout, CapacityExhausted, RuntimeFault, SandboxError, SandboxGone
+from sandbox.sandbox import Sandbox
+
+log = logging.getLogger("envscaler.sandbox.checkers")
+
+DEADLINE_MARGIN = 5.0  # beyond the checks' own wall deadline: transfer, fork, reap
+
+
+@dataclass(frozen=True)
+class CheckBudget:
+    """What each check may spend: CPU seconds (the verdict's limit), a wall deadline far above it
+    (only to catch checks that block), and memory beyond the checker's own."""
+
+    cpu_seconds: float
+    memory_bytes: int
+
+    @property
+    def wall_seconds(self) -> float:
+        return 5 * self.cpu_seconds + 5.0
+
+
+class ChecksStarved(SandboxError):
+    """The machine gave the checks too little CPU to judge them; retry later."""
+
+
+class ChecksKilledChecker(SandboxError):
+    """The checks killed their checker twice: they are broken, not the service."""
+
+
+class CheckerPool:
+    def __init__(self, backend: SandboxBackend, size: int, max_waiting: int,
+                 wait_timeout: float) -> None:
+        self.backend = backend
+        self.size = size
+        self.max_waiting = max_waiting
+        self.wait_timeout = wait_timeout
+        self._idle: asyncio.Queue[Sandbox | None] = asyncio.Queue()
+        self._waiting = 0
+        self._all: set[Sandbox] = set()
+
+    async def start(self) -> None:
+        """Start the checkers. A checker that fails to start is retried when first needed."""
+        for _ in range(self.size):
+            self._idle.put_nowait(await self._start_one())
+
+    async def _start_one(self) -> Sandbox | None:
+        try:
+            handle = await self.backend.create({"envscaler.pool": "checkers"}, CHECKER)
+        except SandboxError as exc:
+            log.error("a checker sandbox did not start: %s", exc)
+            return None
+        checker = Sandbox(handle, self.backend, on_destroy=self._all.discard)
+        self._all.add(checker)
+        return checker
+
+    @property
+    def waiting(self) -> int:
+        return self._waiting
+
+    async def check(self, checks: list[str], initial_state: dict[str, Any],
+                    final_state: dict[str, Any], budget: CheckBudget) -> list[dict[str, Any]]:
+        """Verdicts ``{"passed", "error"}`` in the order of ``checks``."""
+        checker = await self._acquire()
+        try:
+            for attempt in (1, 2):
+                checker = checker or await self._start_one()
+                if checker is None:
+                    raise SandboxGone("no checker sandbox could be started")
+                try:
+                    return await _judge(checker, checks, initial_state, final_state, budget)
+                except (SandboxGone, CallTimeout) as exc:
+                    log.warning("checker %s failed (%s); replacing it", checker.id[:12], exc)
+                    await checker.destroy()
+                    checker = None
+                    if attempt == 2:
+                        raise ChecksKilledChecker(f"the checks ended their checker twice: {exc}")
+            raise AssertionError("unreachable")
+        finally:
+            self._idle.put_nowait(checker)
+
+    async def _acquire(self) -> Sandbox | None:
+        """An idle checker (None: a slot whose checker must be started again)."""
+        if self._idle.empty() and self._waiting >= self.max_waiting:
+            raise CapacityExhausted(f"{self._waiting} validations are already waiting for a "
+                                    "checker", retry_after=1.0)
+        self._waiting += 1
+        try:
+            async with asyncio.timeout(self.wait_timeout):
+                return await self._idle.get()
+        except TimeoutError:
+            raise CapacityExhausted(f"no checker was free within {self.wait_timeout:g} s",
+                                    retry_after=1.0) from None
+        finally:
+            self._waiting -= 1
+
+    async def health(self) -> dict[str, int]:
+        return {"checkers": len(self._all), "idle": self._idle.qsize(), "waiting": self._waiting}
+
+    async def close(self) -> None:
+        for checker in list(self._all):
+            await checker.destroy()
+
+
+async def _judge(checker: Sandbox, checks: list[str], initial_state: dict[str, Any],
+                 final_state: dict[str, Any], budget: CheckBudget) -> list[dict[str, Any]]:
+    try:
+        verdicts = await checker.check(
+            checks, initial_state, final_state, cpu_seconds=budget.cpu_seconds,
+            wall_seconds=budget.wall_seconds, memory_bytes=budget.memory_bytes,
+            timeout=budget.wall_seconds + DEADLINE_MARGIN)
+    except RuntimeFault as exc:
+        if exc.kind == "Starved":
+            raise ChecksStarved(exc.message) from None
+        raise
+    if not (isinstance(verdicts, list) and len(verdicts) == len(checks)):
+        raise SandboxGone(f"the checker answered {type(verdicts).__name__} instead of "
+                          f"{len(checks)} verdicts")
+    return verdicts

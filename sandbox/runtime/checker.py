@@ -1,0 +1,293 @@
+"""The checker: runs check functions in children forked from this warm interpreter.
+
+Rewards must not be forgeable by the code they judge, so checks never run where environment code
+ran: a checker is its own locked-down sandbox that never loads an environment. It receives the
+initial and final state as JSON and the check sources, parses the states once, and forks one child
+per check (about a millisecond, against ~12 ms for a fresh interpreter). Each child has
+
+- a CPU-time budget (``RLIMIT_CPU``, and the exact figure from ``wait4``), so a verdict never
+  depends on how busy the machine is;
+- an address-space limit, so a greedy check fails alone;
+- its own copy of the states (copy-on-write), so a check that mutates them changes nothing for
+  the others;
+- only its verdict pipe open (every inherited descriptor, the gateway's connection included, is
+  closed), with the verdict capped at ``MAX_VERDICT_BYTES``;
+- a wall deadline far above its CPU budget. A child that reaches it without having spent its
+  budget was either blocked (sleeping: a failed check) or starved of CPU by the machine: then the
+  whole validation answers ``Starved``, which the gateway turns into a retryable 503, never into a
+  reward computed from starved checks.
+
+In a container (``contained``) the checker is alone with its children: before and after every
+validation it kills every other process it can see, so nothing a check started (even in a new
+session or process group) outlives its validation. It also makes itself non-dumpable, so its
+children cannot trace it or read its memory.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import os
+import resource
+import selectors
+import signal
+import socket
+import socketserver
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox.runtime import contain, protocol
+from sandbox.runtime.protocol import Field, OperationError, describe_exception, parse_request
+
+CHECK_FILENAME = "check.py"
+MAX_VERDICT_BYTES = 64 * 1024
+MAX_CHECKS = 256
+VERDICT_FD = 3
+_READ_CHUNK = 65536
+_CHILD_OPEN_FILES = 16
+
+FIELDS: dict[str, dict[str, Field]] = {
+    "ping": {},
+    "check": {"checks": Field((list,), True), "initial_state": Field((dict,), True),
+              "final_state": Field((dict,), True), "cpu_seconds": Field(protocol.NUMBER, True),
+              "wall_seconds": Field(protocol.NUMBER, True), "memory_bytes": Field((int,), True)},
+}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one check may spend."""
+
+    cpu_seconds: float
+    wall_seconds: float
+    memory_bytes: int
+
+
+@dataclass
+class _Child:
+    pid: int
+    fd: int
+    verdict: bytearray = field(default_factory=bytearray)
+    overflowed: bool = False
+    status: int | None = None  # wait status once reaped
+    cpu_seconds: float = 0.0
+    starved: bool = False
+    blocked: bool = False
+
+
+def evaluate(source: str, initial_state: Any, final_state: Any) -> dict[str, Any]:
+    """EnvScaler semantics: the source runs with a global ``initial_state``, then
+    ``check_func(final_state)`` decides; only ``True`` passes and only a bool is an answer."""
+    namespace: dict[str, Any] = {"__name__": "envscaler_check", "__builtins__": builtins,
+                                 "initial_state": initial_state}
+    try:
+        exec(compile(source, CHECK_FILENAME, "exec"), namespace)  # noqa: S102 - the purpose
+        check_func = namespace.get("check_func")
+        if not callable(check_func):
+            return _failed("the source does not define a function check_func(final_state)")
+        verdict = check_func(final_state)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too: the check failed
+        return _failed(describe_exception(exc))
+    if type(verdict) is not bool:
+        return _failed(f"check_func returned {type(verdict).__name__}, not bool")
+    return {"passed": verdict, "error": None}
+
+
+def _failed(error: str) -> dict[str, Any]:
+    return {"passed": False, "error": error}
+
+
+class Checker:
+    def __init__(self, contained: bool) -> None:
+        self.contained = contained
+
+    def check(self, checks: list[Any], initial_state: dict[str, Any], final_state: dict[str, Any],
+              budget: Budget) -> list[dict[str, Any]]:
+        """Verdicts ``{"passed", "error"}`` in the order of ``checks``, or ``Starved``."""
+        _validate(checks, budget)
+        self._clear()
+        try:
+            children = [self._fork(source, initial_state, final_state, budget) for source in checks]
+            _collect(children, budget)
+        finally:
+            self._clear()
+        starved = sum(child.starved for child in children)
+        if starved:
+            raise OperationError("Starved", f"{starved} of {len(children)} checks got too little "
+                                 f"CPU within {budget.wall_seconds:g} s; the machine is busy")
+        return [_verdict(child, budget) for child in children]
+
+    def _clear(self) -> None:
+        if self.contained:
+            contain.kill_all_others()
+
+    def _fork(self, source: str, initial_state: dict[str, Any], final_state: dict[str, Any],
+              budget: Budget) -> _Child:
+        read_fd, write_fd = os.pipe()
+        memory = contain.address_space_bytes() + budget.memory_bytes
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            status = 1
+            try:
+                _become_check(write_fd, budget, memory)
+                verdict = evaluate(source, initial_state, final_state)
+                _write_all(VERDICT_FD, json.dumps(verdict).encode())
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write_fd)
+        try:
+            os.setpgid(pid, pid)  # also done by the child: whichever runs first
+        except OSError:
+            pass  # already exited, or already its own group
+        os.set_blocking(read_fd, False)
+        return _Child(pid, read_fd)
+
+
+def _validate(checks: list[Any], budget: Budget) -> None:
+    if not all(isinstance(source, str) for source in checks):
+        raise OperationError("BadRequest", "checks must be a list of strings")
+    if len(checks) > MAX_CHECKS:
+        raise OperationError("BadRequest", f"at most {MAX_CHECKS} checks per request")
+    if not (0 < budget.cpu_seconds <= budget.wall_seconds <= 3600):
+        raise OperationError("BadRequest", "need 0 < cpu_seconds <= wall_seconds <= 3600")
+    if budget.memory_bytes <= 0:
+        raise OperationError("BadRequest", "memory_bytes must be positive")
+
+
+def _become_check(write_fd: int, budget: Budget, memory_bytes: int) -> None:
+    """In the child: its own process group, only the verdict pipe open, and its limits."""
+    os.setpgid(0, 0)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_DFL)
+    os.dup2(write_fd, VERDICT_FD)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(VERDICT_FD + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    cpu = max(1, math.ceil(budget.cpu_seconds))
+    for limit, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)),
+                         (resource.RLIMIT_AS, (memory_bytes, memory_bytes)),
+                         (resource.RLIMIT_NOFILE, (_CHILD_OPEN_FILES, _CHILD_OPEN_FILES)),
+                         (resource.RLIMIT_FSIZE, (0, 0)), (resource.RLIMIT_CORE, (0, 0))):
+        resource.setrlimit(limit, value)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _collect(children: list[_Child], budget: Budget) -> None:
+    """Read every verdict until its child closes the pipe or the wall deadline passes; then
+    kill each child's group and reap it with its CPU time."""
+    deadline = time.monotonic() + budget.wall_seconds
+    with selectors.DefaultSelector() as selector:
+        for child in children:
+            selector.register(child.fd, selectors.EVENT_READ, child)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            for key, _ in selector.select(remaining):
+                if not _read(key.data):
+                    selector.unregister(key.fd)
+        for key in list(selector.get_map().values()):  # still running at the deadline
+            _judge_overdue(key.data, budget)
+    for child in children:
+        contain.kill_group(child.pid)
+        _, child.status, usage = os.wait4(child.pid, 0)
+        child.cpu_seconds = usage.ru_utime + usage.ru_stime
+        os.close(child.fd)
+
+
+def _read(child: _Child) -> bool:
+    """Take what the pipe holds; False once the child closed it (or said too much)."""
+    try:
+        chunk = os.read(child.fd, _READ_CHUNK)
+    except BlockingIOError:
+        return True
+    if not chunk:
+        return False
+    child.verdict += chunk
+    child.overflowed = len(child.verdict) > MAX_VERDICT_BYTES
+    return not child.overflowed
+
+
+def _judge_overdue(child: _Child, budget: Budget) -> None:
+    """A child past the wall deadline: starved if it spent most of its time waiting for a CPU,
+    otherwise blocked (it slept or waited on something that never came)."""
+    timing = contain.schedstat(child.pid)
+    if timing is None:  # no scheduler statistics (e.g. gVisor): judge by the CPU it got
+        cpu = contain.cpu_seconds(child.pid)
+        child.starved = cpu is not None and cpu > 0.05 * budget.wall_seconds
+    else:
+        running, waiting = timing
+        child.starved = waiting > budget.wall_seconds / 2 and running < budget.cpu_seconds
+    child.blocked = not child.starved
+
+
+def _verdict(child: _Child, budget: Budget) -> dict[str, Any]:
+    if child.cpu_seconds > budget.cpu_seconds or _killed_by(child, signal.SIGXCPU):
+        return _failed(f"check exceeded its CPU time budget of {budget.cpu_seconds:g} s")
+    if child.blocked:
+        return _failed(f"check blocked for {budget.wall_seconds:g} s without finishing "
+                       "(it waited, not computed)")
+    if child.overflowed:
+        return _failed(f"check wrote more than {MAX_VERDICT_BYTES} bytes of verdict")
+    try:
+        verdict = json.loads(child.verdict)
+    except ValueError:
+        verdict = None
+    if (not isinstance(verdict, dict) or type(verdict.get("passed")) is not bool
+            or not isinstance(verdict.get("error"), (str, type(None)))):
+        return _failed(f"check ended ({_describe_status(child.status)}) without a verdict")
+    return {"passed": verdict["passed"], "error": verdict["error"]}
+
+
+def _killed_by(child: _Child, signum: int) -> bool:
+    return (child.status is not None and os.WIFSIGNALED(child.status)
+            and os.WTERMSIG(child.status) == signum)
+
+
+def _describe_status(status: int | None) -> str:
+    if status is None:
+        return "unknown status"
+    if os.WIFSIGNALED(status):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit status {os.WEXITSTATUS(status)}"
+
+
+class CheckerServer(socketserver.UnixStreamServer):
+    """One connection at a time, one validation at a time: a checker holds no state between
+    requests, and the gateway keeps a pool of checkers for concurrency."""
+
+    def __init__(self, listening: socket.socket, checker: Checker) -> None:
+        self.checker = checker
+        super().__init__(listening.getsockname(), _Connection, bind_and_activate=False)
+        self.socket.close()
+        self.socket = listening
+
+    def dispatch(self, request: Any) -> dict[str, Any]:
+        try:
+            op, fields = parse_request(request, FIELDS)
+            if op == "ping":
+                return protocol.ok({"pid": os.getpid(), "role": "checker"})
+            budget = Budget(float(fields["cpu_seconds"]), float(fields["wall_seconds"]),
+                            fields["memory_bytes"])
+            return protocol.ok(self.checker.check(fields["checks"], fields["initial_state"],
+                                                  fields["final_state"], budget))
+        except OperationError as exc:
+            return protocol.error(exc.kind, exc.message)
+        except Exception as exc:  # noqa: BLE001 - e.g. fork failed: say so, keep serving
+            return protocol.error("RuntimeError", describe_exception(exc))
+
+
+class _Connection(socketserver.BaseRequestHandler):
+    server: CheckerServer
+
+    def handle(self) -> None:
+        protocol.serve_connection(self.request, self.server.dispatch)

@@ -1,0 +1,140 @@
+"""What the trusted processes of a sandbox (the keeper, the checker) do to stay in charge of it:
+kill everything else, wipe scratch space, refuse to be traced, read how a process was scheduled.
+
+``kill_all_others`` and ``wipe`` are only for a container, where every process but PID 1 and the
+caller belongs to the sandbox; they refuse to run anywhere else.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import stat
+import time
+from pathlib import Path
+
+CONTAINER_INITS = {b"docker-init", b"tini", b"/sbin/docker-init", b"/dev/init"}
+_PR_SET_DUMPABLE = 4
+_SWEEP_SECONDS = 5.0
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+class NotContained(RuntimeError):
+    """A sweep was asked for outside a container: it would kill the host user's processes."""
+
+
+def in_container() -> bool:
+    """Whether PID 1 is a container's init (so this is a PID namespace of our own)."""
+    try:
+        argv0 = Path("/proc/1/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return False
+    return argv0 in CONTAINER_INITS or os.path.basename(argv0) in CONTAINER_INITS
+
+
+def kill_all_others() -> None:
+    """SIGKILL every process but PID 1 and this one, until none is left (a fork bomb races)."""
+    if not in_container():
+        raise NotContained("refusing to kill every process outside a container")
+    me = os.getpid()
+    deadline = time.monotonic() + _SWEEP_SECONDS
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)  # every process we may signal, except PID 1 and ourselves
+        except ProcessLookupError:
+            pass
+        _reap_children()
+        if not [pid for pid in _pids() if pid not in (1, me)] or time.monotonic() > deadline:
+            return
+        time.sleep(0.001)  # PID 1 reaps the orphans
+
+
+def wipe(directory: Path) -> None:
+    """Remove everything in ``directory`` (a tmpfs), whatever modes environment code set."""
+    if not in_container():
+        raise NotContained(f"refusing to wipe {directory} outside a container")
+    for entry in list(directory.iterdir()):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, onerror=_make_removable)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _make_removable(function: object, path: str, _exc: object) -> None:
+    """rmtree's error hook: give the owner (us) rights back on the parent and retry once."""
+    parent = os.path.dirname(path)
+    os.chmod(parent, stat.S_IRWXU)
+    if os.path.isdir(path) and not os.path.islink(path):
+        os.chmod(path, stat.S_IRWXU)
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        os.unlink(path)
+
+
+def set_nondumpable() -> None:
+    """Forbid tracing this process and reading its memory to processes of the same user (what
+    it forks inherits this, so checks and runtimes cannot trace their siblings either)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def schedstat(pid: int) -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds waiting for one) of ``pid``; None where the kernel (or gVisor)
+    keeps no scheduler statistics."""
+    try:
+        running, waiting, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+    except (OSError, ValueError):
+        return None
+    return int(running) / 1e9, int(waiting) / 1e9
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a live ``pid``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def address_space_bytes() -> int:
+    """This process's current virtual size (what an address-space limit must exceed)."""
+    return int(Path("/proc/self/statm").read_text().split()[0]) * _PAGE_SIZE
+
+
+def bind_listening(path: Path) -> socket.socket:
+    """A listening Unix socket at ``path``, mode 0o777 (the gateway connects as another user).
+    Created so under umask 0 rather than chmod-ed after: gVisor refuses chmod on a host socket."""
+    path.unlink(missing_ok=True)  # left by a process that died before cleaning up
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    previous = os.umask(0)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(previous)
+    sock.listen(64)
+    return sock
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _reap_children() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
