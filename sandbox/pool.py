@@ -108,7 +108,9 @@ class SandboxPool:
 
     async def _release(self, sandbox: Sandbox) -> None:
         """A session ended: recycle its sandbox in the background when the pool wants it."""
-        wanted = len(self._ready) + self._recycling < self.config.pool_size
+        # Up to twice the target: a trainer's closing sessions then feed its next openings, and
+        # the refiller, which tops up to the target, rarely has to create a container cold.
+        wanted = len(self._ready) + self._recycling < 2 * self.config.pool_size
         if not (self.backend.recyclable and wanted):
             await sandbox.destroy()
             return
@@ -125,7 +127,7 @@ class SandboxPool:
         finally:
             self._recycling -= 1
         self._recycled += 1
-        self._ready.append(sandbox)
+        self._ready.appendleft(sandbox)  # claimed first: its pages are still warm
 
     async def _answers(self, sandbox: Sandbox) -> bool:
         try:

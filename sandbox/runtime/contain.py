@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import signal
 import socket
 import stat
@@ -54,25 +53,21 @@ def kill_all_others() -> None:
 
 
 def wipe(directory: Path) -> None:
-    """Remove everything in ``directory`` (a tmpfs), whatever modes environment code set."""
+    """Remove everything in ``directory`` (a tmpfs), whatever modes environment code set and
+    however deep it nested (iteratively: no recursion limit to hit)."""
     if not in_container():
         raise NotContained(f"refusing to wipe {directory} outside a container")
-    for entry in list(directory.iterdir()):
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, onerror=_make_removable)
+    pending = [(entry, False) for entry in directory.iterdir()]
+    while pending:
+        path, emptied = pending.pop()
+        if path.is_symlink() or not path.is_dir():
+            path.unlink(missing_ok=True)
+        elif emptied:
+            path.rmdir()
         else:
-            entry.unlink(missing_ok=True)
-
-
-def _make_removable(function: object, path: str, _exc: object) -> None:
-    """rmtree's error hook: give the owner (us) rights back on the parent and retry once."""
-    parent = os.path.dirname(path)
-    os.chmod(parent, stat.S_IRWXU)
-    if os.path.isdir(path) and not os.path.islink(path):
-        os.chmod(path, stat.S_IRWXU)
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        os.unlink(path)
+            os.chmod(path, stat.S_IRWXU)  # ours (same user), so ours to open again
+            pending.append((path, True))
+            pending.extend((child, False) for child in path.iterdir())
 
 
 def set_nondumpable() -> None:
@@ -124,6 +119,14 @@ def bind_listening(path: Path) -> socket.socket:
         os.umask(previous)
     sock.listen(64)
     return sock
+
+
+def reopen(sock: socket.socket) -> None:
+    """Give a listening socket's file its mode back (0o777), whatever environment code set."""
+    try:
+        os.chmod(sock.getsockname(), 0o777)
+    except OSError:  # gVisor refuses chmod on host sockets (so no one could change it either)
+        pass
 
 
 def _pids() -> list[int]:

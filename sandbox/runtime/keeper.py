@@ -104,6 +104,8 @@ class Keeper:
         """Kill the runtime and all it started, wipe the scratch space, start a fresh runtime."""
         contain.kill_all_others()
         contain.wipe(SCRATCH)
+        for sock in (self.runtime, self.control):
+            contain.reopen(sock)
         self.generation += 1
         self.runtime_pid = self._spawn()
 
