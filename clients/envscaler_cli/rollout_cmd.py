@@ -108,6 +108,10 @@ def rollout(
             show_default=False)] = None,
         retry_errors: Annotated[bool, typer.Option(
             help="Run again the episodes of --out that ended in an error.")] = False,
+        reuse_sessions: Annotated[bool, typer.Option(
+            help="Reset a session to the next episode of its environment instead of opening a "
+            "new one (the same start, much cheaper); --no-reuse-sessions: a session per "
+            "episode.")] = True,
         send_seed: Annotated[bool, typer.Option(
             help="Send each episode's seed to the model endpoint.")] = True,
         model_timeout: Annotated[float, typer.Option(
@@ -155,7 +159,7 @@ def rollout(
                 os.environ.get(api_key_env) or None, temperature, max_tokens, send_seed,
                 model_timeout, model_attempts, user_base_url if conversation else None,
                 user_model, os.environ.get(user_api_key_env or api_key_env) or None,
-                user_temperature, concurrency, max_steps, limit, retry_errors))
+                user_temperature, concurrency, max_steps, limit, retry_errors, reuse_sessions))
     except KeyboardInterrupt:
         err.print(f"interrupted: the episodes that ended are in {out_path}; run the same "
                   "command again to go on from there", style="yellow")
@@ -213,7 +217,7 @@ async def _run(plan: _Plan, out_path: Path, url: str, api_key: str | None, kind:
                timeout: float, attempts: int, user_base_url: str | None,
                user_model: str | None, user_key: str | None, user_temperature: float,
                concurrency: int, max_steps: int | None, limit: int | None,
-               retry_errors: bool) -> dict[str, Any]:
+               retry_errors: bool, reuse_sessions: bool) -> dict[str, Any]:
     agent: ChatCompletionsPolicy | None = None
     user: SimulatedUser | None = None
     async with AsyncEnvClient(url, api_key) as client:
@@ -270,7 +274,7 @@ async def _run(plan: _Plan, out_path: Path, url: str, api_key: str | None, kind:
                     client, specs, policy_for, out=out_path, user=user, concurrency=concurrency,
                     max_steps=max_steps, retry_errors=retry_errors, limit=limit,
                     policy_name=model if agent is not None else "reference",
-                    on_start=started, on_episode=ended)
+                    on_start=started, on_episode=ended, reuse_sessions=reuse_sessions)
         finally:
             if agent is not None:
                 await agent.aclose()

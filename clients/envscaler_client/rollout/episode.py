@@ -3,7 +3,12 @@ reward and how it ended are recorded as an `Episode` (one line of a rollout's JS
 
     async with client.create_session("library_loans", scenario="library_loans-002") as session:
         episode = await run_episode(session, policy)
+        await session.reset("library_loans-003", seed=1)   # the next episode, same sandbox
+        another = await run_episode(session, policy)
     episode.reward, episode.termination, episode.messages
+
+An episode records only what it ran itself, so a session reset between episodes (the cheap path
+for many episodes of one environment) serves each one exactly as a new session would.
 
 Better than the paper (EnvScaler §7): every tool call of a turn runs, in order (the paper keeps
 the first); a malformed call (arguments that are not JSON or do not match the schema, an
@@ -149,6 +154,9 @@ class Episode(_Record):
     policy: str | None = None
     task: str | None = None
     session_id: str | None = None
+    epoch: int | None = None
+    """The session's epoch the episode ran in (`run_rollouts` sets it): 0 on a new session, one
+    more after each reset. The session's trajectory holds every epoch, between reset markers."""
     tools: list[dict[str, Any]] = Field(default_factory=list)
     messages: list[dict[str, Any]] = Field(default_factory=list)
     """The agent's conversation in chat-completions form: system, user, assistant (with
@@ -310,7 +318,8 @@ async def run_episode(session: AsyncSession, policy: Policy, *, mode: str = NON_
     signal). ``max_steps``: agent turns, 30 / 40 by default as in the paper. ``env``: the
     environment's description for the system prompt (fetched from the gateway when neither it
     nor ``system_prompt`` is given). The session is validated at the end (``validate``) and not
-    closed: that is the caller's (``async with``).
+    closed: that is the caller's (``async with``), who may instead ``reset`` it to the next
+    scenario of the environment and run the next episode on it.
 
     Failures do not raise: the policy failing ends the episode as ``model_error``, the user as
     ``user_error``, the gateway as ``gateway_error``, each with its ``error``.

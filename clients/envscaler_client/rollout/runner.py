@@ -7,6 +7,12 @@
   episodes already in it (by `envscaler_client.rollout.episode_key`); with ``retry_errors`` it
   redoes those that ended in an error (the newer line then supersedes the older one). A line cut
   short by an interruption is ignored and the file stays readable.
+- Each worker keeps its session from one episode to the next of the same environment and resets
+  it to the next scenario and seed (the sandbox is reset in place, not replaced): the same start
+  as a new session, for a fraction of the cost. Specs are grouped by environment for that. A
+  session is replaced when the environment changes, when the gateway failed during an episode
+  (the session may be gone) and when a reset fails; ``reuse_sessions=False`` opens one per
+  episode.
 - Sessions are always closed, also when the run is cancelled.
 """
 
@@ -154,6 +160,65 @@ async def open_session(client: AsyncEnvClient, spec: EpisodeSpec,
     raise AssertionError("unreachable")
 
 
+def group_by_env(specs: list[EpisodeSpec]) -> list[EpisodeSpec]:
+    """The specs with those of one environment next to each other (environments in order of first
+    appearance, specs in their order), so that a worker's next episode is usually of the
+    environment its session is already on."""
+    rank = {env: n for n, env in enumerate(dict.fromkeys(spec.env for spec in specs))}
+    return sorted(specs, key=lambda spec: rank[spec.env])
+
+
+def session_suspect(episode: Episode) -> bool:
+    """Whether the gateway failed during the episode (the session may be closed, expired or
+    broken): its session is then not reused. The model or the user failing leaves it sound."""
+    return any(error is not None and error.stage not in ("agent", "user")
+               and error.type != "NoChecklist"
+               for error in (episode.error, episode.validation_error))
+
+
+class SessionSeat:
+    """A worker's session, carried from one episode to the next of the same environment.
+
+    `take` gives a session at the start of a spec's scenario and seed: the held one reset in place
+    when it is of the spec's environment, else a new one. `done` keeps it for the next episode
+    only with ``reuse`` and when the gateway did not fail during the episode; `release` closes it
+    in any case (the worker's end, a cancellation).
+    """
+
+    def __init__(self, client: AsyncEnvClient, reuse: bool) -> None:
+        self.client, self.reuse = client, reuse
+        self.session: AsyncSession | None = None
+        self.epoch = 0
+        """The held session's epoch: 0 when new, one more after each reset."""
+
+    async def take(self, spec: EpisodeSpec) -> AsyncSession:
+        session = self.session
+        if session is not None and session.env == spec.env:
+            try:
+                self.epoch = (await session.reset(spec.scenario, seed=spec.seed)).epoch
+                return session
+            except EnvScalerError as exc:  # e.g. it expired: a new session serves as well
+                log.info("could not reset session %s for %s (%s); opening a new one",
+                         session.id, spec.key, exc)
+        await self.release()
+        self.session, self.epoch = await open_session(self.client, spec), 0
+        return self.session
+
+    async def done(self, episode: Episode) -> None:
+        if not self.reuse or session_suspect(episode):
+            await self.release()
+
+    async def release(self) -> None:
+        session, self.session = self.session, None
+        if session is None:
+            return
+        try:
+            await session.close()  # after a cancel too: it is delivered once
+        except EnvScalerError as exc:
+            log.warning("could not close session %s: %s (it expires after the gateway's "
+                        "session TTL)", session.id, exc)
+
+
 def failed_episode(spec: EpisodeSpec, stage: str, exc: BaseException, *,
                    termination: str = "gateway_error", started_at: float = 0.0,
                    policy_name: str | None = None) -> Episode:
@@ -176,14 +241,17 @@ async def run_rollouts(
         resume: bool = True, retry_errors: bool = False, limit: int | None = None,
         policy_name: str | None = None, envs: dict[str, EnvDetail] | None = None,
         on_start: Callable[[int], None] | None = None,
-        on_episode: Callable[[Episode], None] | None = None) -> RolloutResult:
+        on_episode: Callable[[Episode], None] | None = None,
+        reuse_sessions: bool = True) -> RolloutResult:
     """Run an episode per spec with at most ``concurrency`` at a time.
 
     ``policy_for(spec)`` gives the policy of one episode (e.g. ``policy.with_seed(spec.seed)``
     or a `ReferencePolicy` of its scenario). With ``out``, each episode is appended to that JSONL
     file as it ends and, with ``resume``, specs whose episode is already there are skipped
     (``retry_errors``: except those that ended in an error). ``limit``: run at most that many
-    episodes. ``on_start(total)`` is told how many will run, ``on_episode`` each as it ends.
+    episodes (the first ones in ``specs`` order). ``on_start(total)`` is told how many will run,
+    ``on_episode`` each as it ends. ``reuse_sessions``: a worker resets its session to its next
+    episode of the same environment (see the module); False: a new session per episode.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
@@ -193,6 +261,8 @@ async def run_rollouts(
     result = RolloutResult(skipped=len(wanted) - len(todo))
     if limit is not None:
         todo = todo[:max(0, limit)]
+    if reuse_sessions:
+        todo = group_by_env(todo)
     if on_start is not None:
         on_start(len(todo))
     details = dict(envs or {})
@@ -202,44 +272,53 @@ async def run_rollouts(
     writer = EpisodeWriter(out) if out is not None else None
     queue = iter(todo)
 
-    async def one(spec: EpisodeSpec) -> Episode:
+    async def one(spec: EpisodeSpec, seat: SessionSeat) -> Episode:
         started_at, clock = time.time(), time.perf_counter()
         try:
-            session = await open_session(client, spec)
+            session = await seat.take(spec)
         except EnvScalerError as exc:
             return failed_episode(spec, "session", exc, started_at=started_at,
                                   policy_name=policy_name)
-        opened = time.perf_counter() - clock
+        ready = time.perf_counter() - clock
         try:
             episode = await run_episode(session, policy_for(spec), mode=spec.mode, user=user,
                                         max_steps=max_steps, env=details[spec.env],
                                         policy_name=policy_name, split=spec.split)
-            episode.timings.session_s = round(opened, 6)
+            episode.timings.session_s = round(ready, 6)
         except Exception as exc:  # noqa: BLE001 - a bug in one episode must not stop the run
             log.exception("episode %s failed", spec.key)
             episode = failed_episode(spec, "runner", exc, termination="internal_error",
                                      started_at=started_at, policy_name=policy_name)
             episode.session_id = session.id
-        finally:
-            try:
-                await session.close()  # after a cancel too: it is delivered once
-            except EnvScalerError as exc:
-                log.warning("could not close session %s: %s (it expires after the gateway's "
-                            "session TTL)", session.id, exc)
+        episode.epoch = seat.epoch
+        await seat.done(episode)
         return episode
 
     async def worker() -> None:
-        for spec in queue:  # shared: each spec goes to one worker
-            episode = await one(spec)
-            if writer is not None:
-                writer.write(episode)
-            result.episodes.append(episode)
-            if on_episode is not None:
-                on_episode(episode)
+        seat = SessionSeat(client, reuse_sessions)
+        try:
+            for spec in queue:  # shared: each spec goes to one worker
+                episode = await one(spec, seat)
+                if writer is not None:
+                    writer.write(episode)
+                result.episodes.append(episode)
+                if on_episode is not None:
+                    on_episode(episode)
+        finally:
+            await seat.release()
 
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(todo)))]
     try:
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(todo)))))
+        await asyncio.gather(*workers)
+    except Exception:
+        for task in workers:  # a worker failed (its callback, the file): stop the others
+            task.cancel()
+        raise
     finally:
+        # gather returns as soon as one worker failed or was cancelled (all are when the run is):
+        # wait until the others have closed their sessions.
+        if workers:
+            await asyncio.wait(workers)
         if writer is not None:
             writer.close()
     return result
