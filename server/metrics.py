@@ -1,21 +1,29 @@
-"""Prometheus metrics of one gateway process (``GET /metrics``, text format).
+"""Prometheus metrics of the gateway (``GET /metrics``, text format).
 
 Each app has its own registry, so that several apps can live in one process (tests) without
-colliding. Pool levels and sandbox start/failure counts are read from the pool at scrape time;
-``envscaler_sessions_live`` is Redis's ``ZCARD envscaler:sessions:live`` at scrape time, so it
-counts the sessions of every gateway on that Redis.
+colliding. ``envscaler_sessions_live`` is Redis's ``ZCARD envscaler:sessions:live`` at scrape
+time, so it counts the sessions of every gateway on that Redis.
+
+Under ``envscaler serve --workers N`` (``server.workers``), ``PROMETHEUS_MULTIPROC_DIR`` is set
+and prometheus_client keeps every worker's values in files there; a scrape, whichever worker
+answers it, reads them all: counters and histograms are summed over the workers, dead ones
+included, and pool gauges over the live workers (``livesum``). The pool's levels and counts are
+copied into the metrics at each scrape and, in that mode, every ``SYNC_INTERVAL`` seconds, so the
+other workers' figures are at most that old.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import asyncio
+import os
+from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.registry import Collector
 
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+SYNC_INTERVAL = 1.0
 CALL_BUCKETS = (
     0.0005,
     0.001,
@@ -36,44 +44,22 @@ CALL_BUCKETS = (
 REWARD_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.9999, 1.0)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+POOL_LEVELS = {
+    "ready": "Warm sandboxes ready to be claimed",
+    "live": "Sandboxes of this gateway that exist (warm, claimed, starting)",
+    "target": "Warm pool target size",
+    "capacity": "Most sandboxes this gateway may run",
+}
+FAILURE_REASONS = ("create", "crash", "timeout")
 
 
-class _PoolCollector(Collector):
-    def __init__(self, stats: Callable[[], Any], failures: Callable[[], dict[str, int]]) -> None:
-        self._stats = stats
-        self._failures = failures
-
-    def collect(self) -> Iterator[Any]:
-        stats = self._stats()
-        if stats is None:
-            return
-        yield GaugeMetricFamily(
-            "envscaler_pool_ready", "Warm sandboxes ready to be claimed", value=stats.ready
-        )
-        yield GaugeMetricFamily(
-            "envscaler_pool_live",
-            "Sandboxes of this gateway that exist (warm, claimed, starting)",
-            value=stats.live,
-        )
-        yield GaugeMetricFamily(
-            "envscaler_pool_target", "Warm pool target size", value=stats.target
-        )
-        yield GaugeMetricFamily(
-            "envscaler_pool_capacity", "Most sandboxes this gateway may run", value=stats.capacity
-        )
-        yield CounterMetricFamily(
-            "envscaler_sandbox_starts", "Sandboxes started", value=stats.started
-        )
-        failures = CounterMetricFamily(
-            "envscaler_sandbox_failures",
-            "Sandbox failures: reason=create (did not start), crash (died in use), "
-            "timeout (deadline)",
-            labels=["reason"],
-        )
-        failures.add_metric(["create"], stats.failed)
-        for reason, count in sorted(self._failures().items()):
-            failures.add_metric([reason], count)
-        yield failures
+def _exposed(own: CollectorRegistry) -> CollectorRegistry:
+    """What a scrape reads: every process's values under multiprocess mode, else this app's."""
+    if MULTIPROC_DIR_ENV not in os.environ:
+        return own
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return registry
 
 
 class Metrics:
@@ -90,6 +76,7 @@ class Metrics:
             "envscaler_sessions_live",
             "Active sessions on this Redis (all gateways)",
             registry=self.registry,
+            multiprocess_mode="livemostrecent",  # the same Redis figure, read by any worker
         )
         self.session_rebuilds = Counter(
             "envscaler_session_rebuilds",
@@ -114,19 +101,54 @@ class Metrics:
         self.sessions_expired = Counter(
             "envscaler_sessions_expired", "Sessions expired for idleness", registry=self.registry
         )
-        self._failures: dict[str, int] = {"crash": 0, "timeout": 0}
-        self._pool_stats: Callable[[], Any] = lambda: None
-        self.registry.register(
-            _PoolCollector(lambda: self._pool_stats(), lambda: dict(self._failures))
+        self.pool_levels = {
+            level: Gauge(f"envscaler_pool_{level}", text, registry=self.registry,
+                         multiprocess_mode="livesum")
+            for level, text in POOL_LEVELS.items()
+        }
+        self.sandbox_starts = Counter(
+            "envscaler_sandbox_starts", "Sandboxes started", registry=self.registry
         )
+        self.sandbox_failures = Counter(
+            "envscaler_sandbox_failures",
+            "Sandbox failures: reason=create (did not start), crash (died in use), "
+            "timeout (deadline)",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in FAILURE_REASONS:
+            self.sandbox_failures.labels(reason)  # exposed at 0 before the first failure
+        self._pool_stats: Callable[[], Any] = lambda: None
+        self._copied = (0, 0)  # the pool's started and failed counts already in the counters
+        self._exposed = _exposed(self.registry)
 
     def watch_pool(self, stats: Callable[[], Any]) -> None:
-        self._pool_stats = stats
+        """Read the pool's levels and counts from ``stats`` (in the event loop, under
+        multiprocess mode, so that the other workers' scrapes see them too)."""
+        self._pool_stats, self._copied = stats, (0, 0)
+        if self._exposed is not self.registry:
+            self._sync_every(asyncio.get_running_loop())
+
+    def _sync_every(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._copy_pool()
+        loop.call_later(SYNC_INTERVAL, self._sync_every, loop)
+
+    def _copy_pool(self) -> None:
+        stats = self._pool_stats()
+        if stats is None:
+            return
+        for level, gauge in self.pool_levels.items():
+            gauge.set(getattr(stats, level))
+        started, failed = self._copied
+        self.sandbox_starts.inc(stats.started - started)
+        self.sandbox_failures.labels("create").inc(stats.failed - failed)
+        self._copied = (stats.started, stats.failed)
 
     def sandbox_failed(self, reason: str) -> None:
-        self._failures[reason] = self._failures.get(reason, 0) + 1
+        self.sandbox_failures.labels(reason).inc()
 
     def render(self, live_sessions: int | None) -> bytes:
+        self._copy_pool()
         if live_sessions is not None:
             self.sessions_live.set(live_sessions)
-        return generate_latest(self.registry)
+        return generate_latest(self._exposed)

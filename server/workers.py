@@ -7,27 +7,43 @@ once (a rollout batch, a load generator) can find all of them on one worker, whi
 core while the others idle: measured with ``envscaler bench``, 64 connections gave 1,250 calls/s
 on some runs and 1,600 on others. With a socket per worker the kernel spreads new connections
 over the workers by a hash of their addresses.
+
+Metrics: the supervisor gives the workers a fresh private ``PROMETHEUS_MULTIPROC_DIR``, where
+prometheus_client keeps each process's values, so ``/metrics`` on any worker sums them all
+(``server.metrics``). A dead worker is marked dead there (its live gauges drop out, its counts
+stay); the directory is removed when the supervisor ends.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import shutil
 import signal
 import socket
+import tempfile
 import time
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 import uvicorn
+from prometheus_client import multiprocess
 
 from server.app import configure_logging
+from server.metrics import MULTIPROC_DIR_ENV
 
 log = logging.getLogger("envscaler.server.workers")
 
 BACKLOG = 2048
 RESTART_DELAY = 1.0
 STOP_TIMEOUT = 30.0
+
+
+def default_count() -> int:
+    """One worker per CPU this process may run on (its affinity mask, narrowed by ``taskset`` or
+    a cpuset), which can be fewer than the machine has."""
+    return len(os.sched_getaffinity(0))
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -73,6 +89,8 @@ class Supervisor:
         guard = listening_socket(self.host, self.port)
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self._stop)
+        metrics_dir = tempfile.mkdtemp(prefix="envscaler-metrics-")
+        os.environ[MULTIPROC_DIR_ENV] = metrics_dir  # inherited by the workers
         try:
             self.workers = [self._start() for _ in range(self.count)]
             log.info("gateway workers started pids=%s", [w.pid for w in self.workers])
@@ -82,6 +100,7 @@ class Supervisor:
         finally:
             self._stop_all()
             guard.close()
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
     def _restart_dead(self) -> None:
         for index, worker in enumerate(self.workers):
@@ -89,6 +108,7 @@ class Supervisor:
                 continue
             log.error("gateway worker pid=%s exited with %s; restarting in %g s",
                       worker.pid, worker.exitcode, RESTART_DELAY)
+            multiprocess.mark_process_dead(worker.pid)  # in $PROMETHEUS_MULTIPROC_DIR
             time.sleep(RESTART_DELAY)
             self.workers[index] = self._start()
 

@@ -25,13 +25,16 @@ def serve(
     host: str = typer.Option("127.0.0.1", help="address to bind; non-loopback needs ENVSCALER_API_KEYS"),
     port: int = typer.Option(8000, min=1, max=65535),
     catalogue: Path = typer.Option(None, help="environment folders (default: ENVSCALER_CATALOGUE)"),
-    workers: int = typer.Option(1, min=1, help="gateway worker processes"),
+    workers: int | None = typer.Option(None, min=1, show_default=False,
+                                       help="gateway worker processes (default: ENVSCALER_WORKERS, "
+                                            "else one per CPU this process may run on)"),
 ) -> None:
     """Run the gateway on the catalogue."""
     import uvicorn
 
     from server.embedded_redis import EmbeddedRedis, EmbeddedRedisError
     from server.settings import Settings
+    from server.workers import default_count
 
     if catalogue is not None:
         os.environ["ENVSCALER_CATALOGUE"] = str(catalogue.resolve())
@@ -57,10 +60,11 @@ def serve(
     try:
         config = {"app": "server.app:create_app", "factory": True, "host": host, "port": port,
                   "log_level": settings.log_level.lower()}
-        if workers == 1:
+        count = workers or settings.workers or default_count()
+        if count == 1:
             uvicorn.run(**config)
         else:
-            _serve_workers(workers, config)
+            _serve_workers(count, config)
     finally:
         if redis_server is not None:
             redis_server.stop()

@@ -10,35 +10,22 @@ import os
 import signal
 import socket
 import subprocess
-import sys
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from server.embedded_redis import free_port
-from tests.integration.gateway_fixtures import REPO_ROOT
+from tests.integration.serve_helpers import serve, serve_env, wait_for, workers_of
 
 WORKERS = 2
 CONNECTIONS = 32
-T = TypeVar("T")
 Served = tuple[int, subprocess.Popen[bytes]]
 
 
 def _env(redis_url: str, socket_root: Path) -> dict[str, str]:
-    return {**os.environ, "ENVSCALER_REDIS_URL": redis_url.rsplit("/", 1)[0] + "/7",
-            "ENVSCALER_SANDBOX_BACKEND": "process", "ENVSCALER_POOL_SIZE": "0",
-            "ENVSCALER_SOCKET_ROOT": str(socket_root), "ENVSCALER_LOG_LEVEL": "INFO"}
-
-
-def _serve(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "envscaler_cli", "serve", "--port", str(port),
-             "--workers", str(WORKERS)], cwd=REPO_ROOT, env=env, stdout=out, stderr=out)
+    return serve_env(socket_root, redis_url=redis_url.rsplit("/", 1)[0] + "/7")
 
 
 def _healthz_on(sock: socket.socket) -> str:
@@ -60,30 +47,12 @@ def _instances_of(port: int, count: int) -> Counter[str]:
             sock.close()
 
 
-def _workers_of(pid: int) -> list[int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [int(child) for child in children
-            if "resource_tracker" not in Path(f"/proc/{child}/cmdline").read_text()]
-
-
-def _wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if value := condition():
-                return value
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def gateway(redis_url: str, socket_root: Path, tmp_path: Path) -> Iterator[Served]:
     port = free_port()
-    process = _serve(port, _env(redis_url, socket_root), tmp_path / "gateway.log")
+    process = serve(port, _env(redis_url, socket_root), tmp_path / "gateway.log", WORKERS)
     try:
-        _wait_for(lambda: len(_instances_of(port, 8)) == WORKERS, 60, "both workers to answer")
+        wait_for(lambda: len(_instances_of(port, 8)) == WORKERS, 60, "both workers to answer")
         yield port, process
     finally:
         if process.poll() is None:
@@ -102,14 +71,14 @@ def test_connections_opened_at_once_are_spread_over_the_workers(gateway: Served)
 def test_a_worker_that_dies_is_replaced_and_sigterm_stops_all(gateway: Served) -> None:
     port, process = gateway
     before = set(_instances_of(port, 16))
-    workers = _workers_of(process.pid)
+    workers = workers_of(process.pid)
     assert len(workers) == WORKERS
     os.kill(workers[0], signal.SIGKILL)
-    after = _wait_for(lambda: (found := set(_instances_of(port, 16))) - before and
-                      len(found) == WORKERS and found, 60, "a replacement worker")
+    after = wait_for(lambda: (found := set(_instances_of(port, 16))) - before and
+                     len(found) == WORKERS and found, 60, "a replacement worker")
     assert len(after & before) == 1  # the survivor, and a new instance in place of the dead one
     assert process.poll() is None
-    workers = _workers_of(process.pid)
+    workers = workers_of(process.pid)
     process.send_signal(signal.SIGTERM)
     assert process.wait(40) == 0
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
@@ -121,6 +90,6 @@ def test_a_port_taken_by_another_program_is_a_clear_error(redis_url: str, socket
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        process = _serve(port, _env(redis_url, socket_root), tmp_path / "gateway.log")
+        process = serve(port, _env(redis_url, socket_root), tmp_path / "gateway.log", WORKERS)
         assert process.wait(60) == 1
     assert f"cannot listen on 127.0.0.1:{port}" in (tmp_path / "gateway.log").read_text()
