@@ -8,6 +8,10 @@ core while the others idle: measured with ``envscaler bench``, 64 connections ga
 on some runs and 1,600 on others. With a socket per worker the kernel spreads new connections
 over the workers by a hash of their addresses.
 
+Nothing outlives the supervisor: each worker arms ``PR_SET_PDEATHSIG`` (SIGTERM: a clean
+shutdown that removes its sandboxes) when it starts, and kills itself ``ORPHAN_GRACE`` seconds
+after it finds itself orphaned, since no supervisor is left to escalate.
+
 Metrics: the supervisor gives the workers a fresh private ``PROMETHEUS_MULTIPROC_DIR``, where
 prometheus_client keeps each process's values, so ``/metrics`` on any worker sums them all
 (``server.metrics``). A dead worker is marked dead there (its live gauges drop out, its counts
@@ -23,6 +27,7 @@ import shutil
 import signal
 import socket
 import tempfile
+import threading
 import time
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -30,6 +35,7 @@ from typing import Any
 import uvicorn
 from prometheus_client import multiprocess
 
+from sandbox.parent_death import die_with_parent
 from server.app import configure_logging
 from server.metrics import MULTIPROC_DIR_ENV
 
@@ -38,6 +44,8 @@ log = logging.getLogger("envscaler.server.workers")
 BACKLOG = 2048
 RESTART_DELAY = 1.0
 STOP_TIMEOUT = 30.0
+ORPHAN_GRACE = 10.0
+ORPHAN_POLL = 0.5
 
 
 def default_count() -> int:
@@ -56,10 +64,24 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _worker(host: str, port: int, config: dict[str, Any]) -> None:
+def _worker(host: str, port: int, config: dict[str, Any], supervisor: int) -> None:
+    die_with_parent(supervisor, signal.SIGTERM)
+    threading.Thread(target=_kill_when_orphaned, args=(supervisor,), daemon=True,
+                     name="envscaler-orphan-watch").start()
     sock = listening_socket(host, port)
     sock.listen(BACKLOG)
     uvicorn.Server(uvicorn.Config(**config)).run(sockets=[sock])
+
+
+def _kill_when_orphaned(supervisor: int) -> None:
+    """Bounds the clean shutdown that the parent-death SIGTERM starts: it may hang (a request
+    that never ends, an engine that does not answer), and nobody else would ever kill it."""
+    while os.getppid() == supervisor:
+        time.sleep(ORPHAN_POLL)
+    time.sleep(ORPHAN_GRACE)
+    log.error("gateway worker pid=%s outlived its supervisor by %g s; killing it",
+              os.getpid(), ORPHAN_GRACE)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Supervisor:
@@ -74,8 +96,9 @@ class Supervisor:
         self.stopping = False
 
     def _start(self) -> BaseProcess:
-        process = self.context.Process(target=_worker, args=(self.host, self.port, self.config),
-                                       name="envscaler-gateway-worker")
+        process = self.context.Process(
+            target=_worker, args=(self.host, self.port, self.config, os.getpid()),
+            name="envscaler-gateway-worker")
         process.start()
         return process
 
