@@ -3,6 +3,13 @@
 Nothing is faked: a test that needs Docker fails (it does not skip) when no engine answers, with a
 message that says to run scripts/bootstrap. Every sandbox the suite creates carries the label
 ``envscaler.test-run=<id>``; the suite fails if any is left behind.
+
+No process outlives the test that started it, or the run: a test fails when a process it started
+(a descendant of pytest) still runs a few seconds after its teardown, and the run fails at the
+end if any process of it is left, found also after its parent died by the run's id in its
+environment (``ENVSCALER_TEST_RUN``, inherited by every child that keeps its parent's
+environment), or this run's socket root or temporary directory in its command line or working
+directory. Either check kills what it names.
 """
 
 from __future__ import annotations
@@ -17,11 +24,57 @@ import pytest
 
 from sandbox.config import SandboxConfig
 from server.embedded_redis import EmbeddedRedis
+from tests import processes
 
-RUN_ID = secrets.token_hex(4)
+RUN_ENV = "ENVSCALER_TEST_RUN"
+# A gateway process that imports this module (gateway_fixtures.LAUNCHER) keeps its run's id.
+RUN_ID = os.environ.setdefault(RUN_ENV, secrets.token_hex(4))
 TEST_LABELS = {"envscaler.test-run": RUN_ID}
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BASE_IMAGE = os.environ.get("ENVSCALER_SANDBOX_BASE_IMAGE", "envscaler-base:bookworm")
+SOCKET_ROOT = Path(f"/tmp/esx-{RUN_ID}")  # short on purpose: Unix socket paths are <= 107 bytes
+LEAK_GRACE = 5.0  # seconds for what a test stopped to finish exiting
+
+
+def _descendants() -> set[processes.Proc]:
+    return set(processes.descendants(os.getpid()))
+
+
+def _left_by_the_run(temp_root: Path) -> list[processes.Proc]:
+    procs = processes.running()
+    marked = processes.marked(procs, f"{RUN_ENV}={RUN_ID}".encode(),
+                              [str(SOCKET_ROOT), f"{temp_root}/"])
+    lineage, pid = set(), os.getpid()  # pytest and what started it may carry the id too
+    while pid in procs and pid not in lineage:
+        lineage.add(pid)
+        pid = procs[pid].ppid
+    return sorted(_descendants() | {procs[pid] for pid in marked - lineage})
+
+
+def _fail_and_kill(leaked: list[processes.Proc], what: str) -> None:
+    named = "\n".join(map(str, leaked))  # before the kill: a dead process has no command line
+    processes.kill(leaked)
+    pytest.fail(f"{what} left {len(leaked)} processes running (now killed):\n{named}",
+                pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_by_the_test() -> Iterator[None]:
+    before = _descendants()
+    yield
+    leaked = processes.wait_gone(lambda: sorted(_descendants() - before), LEAK_GRACE)
+    if leaked:
+        _fail_and_kill(leaked, "the test")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_by_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Set up before, so torn down after, every other session fixture (the suite's Redis)."""
+    temp_root = tmp_path_factory.getbasetemp()
+    yield
+    leaked = processes.wait_gone(lambda: _left_by_the_run(temp_root), LEAK_GRACE)
+    if leaked:
+        _fail_and_kill(leaked, "the test run")
 
 
 @pytest.fixture(scope="session")
@@ -37,11 +90,9 @@ def redis_url(redis_server: EmbeddedRedis) -> str:
 
 @pytest.fixture(scope="session")
 def socket_root() -> Iterator[Path]:
-    """Short on purpose: Unix socket paths are limited to 107 bytes."""
-    root = Path(f"/tmp/esx-{RUN_ID}")
-    root.mkdir(mode=0o777, exist_ok=True)
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
+    SOCKET_ROOT.mkdir(mode=0o777, exist_ok=True)
+    yield SOCKET_ROOT
+    shutil.rmtree(SOCKET_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 POLL = 0.1
@@ -20,12 +20,15 @@ POLL = 0.1
 ENGINE_PREFIXES = ("dockerd", "containerd", "docker-proxy")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Proc:
+    """One process, equal to another only if both pid and start time are (not its parent,
+    which changes when it is orphaned)."""
+
     pid: int
-    ppid: int
+    ppid: int = field(compare=False)
     start: int  # clock ticks after boot
-    comm: str
+    comm: str = field(compare=False)
 
     def read(self, name: str) -> bytes:
         """A ``/proc/<pid>/`` file, or nothing if the process is gone or hides it."""
@@ -66,32 +69,48 @@ def running() -> dict[int, Proc]:
     return {proc.pid: proc for proc in found if proc is not None}
 
 
-def subtree(roots: Iterable[int], procs: dict[int, Proc]) -> set[int]:
-    """The roots that are alive and all their descendants."""
-    children: dict[int, list[int]] = {}
-    for proc in procs.values():
-        children.setdefault(proc.ppid, []).append(proc.pid)
-    found: set[int] = set()
-    pending = [pid for pid in roots if pid in procs]
-    while pending:
-        pid = pending.pop()
-        if pid not in found:
-            found.add(pid)
-            pending.extend(children.get(pid, []))
+def _children(pid: int) -> list[int]:
+    """Children of every thread of ``pid`` (each thread lists those it forked)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found = []
+    for task in tasks:
+        try:
+            found += [int(child) for child in
+                      Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except OSError:
+            pass
     return found
 
 
-def engine(procs: dict[int, Proc]) -> set[int]:
-    return subtree((p.pid for p in procs.values() if p.comm.startswith(ENGINE_PREFIXES)), procs)
+def _engine(proc: Proc) -> bool:
+    return proc.comm.startswith(ENGINE_PREFIXES)
+
+
+def descendants(root: int) -> list[Proc]:
+    """The live descendants of ``root``, walked down from it (cheaper than a scan of /proc),
+    not under the Docker engine."""
+    found: list[Proc] = []
+    pending = _children(root)
+    while pending:
+        proc = _read(str(pending.pop()))
+        if proc is not None and not _engine(proc):
+            found.append(proc)
+            pending += _children(proc.pid)
+    return found
 
 
 def marked(procs: dict[int, Proc], environ: bytes, paths: Iterable[str]) -> set[int]:
     """Processes whose environment holds ``environ`` (``NAME=value``), or whose command line or
     working directory names one of ``paths`` (redis-server rewrites its command line over its
-    environment, but works in its data directory)."""
+    environment, but works in its data directory); not the Docker engine's."""
     paths = tuple(paths)
     found = set()
     for proc in procs.values():
+        if _engine(proc):
+            continue
         cmdline, cwd = proc.cmdline, proc.cwd()
         if (environ in proc.read("environ").split(b"\0")
                 or any(path in cmdline or cwd.startswith(path) for path in paths)):
