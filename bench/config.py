@@ -17,17 +17,22 @@ class BenchConfig:
     levels: dict[str, tuple[int, ...]] = field(default_factory=dict)
     warmup: float = 0.5             # seconds of load before each measuring window
     duration: float = 3.0           # seconds of each measuring window
-    workers: int = 2                # uvicorn workers of the gateway
+    workers: int | None = None      # gateway workers; None: `envscaler serve`'s default
     pool_size: int = 24             # warm sandboxes per worker
     warm_creations: int = 20        # sessions created one at a time from the warm pool
     cold_creations: int = 10        # sessions created one at a time with no warm pool
     resets: int = 50
-    validations: int = 20
+    validations: int = 20           # one at a time, on a scenario with 4 checks
+    validate_concurrency: int = 64  # validations at once, one session each (of the call sessions)
     baseline_calls: int = 20000     # direct method calls in the throwaway container
     runtime_calls: int = 2000       # round trips to a sandbox runtime, no gateway
     density_sessions: int = 0       # 0: measure the sessions already live after the call figures
     density_concurrency: int = 64
-    rollouts: int = 100             # concurrent sessions driven by AsyncEnvClient
+    # concurrent reference episodes (lanes) per pattern: a session opened per episode, or reset
+    episode_levels: dict[str, tuple[int, ...]] = field(
+        default_factory=lambda: {"open": (64, 256), "reset": (64, 256)})
+    episode_window: float = 5.0     # lanes start episodes for this long (each runs one at least)
+    inprocess_seconds: float = 2.0  # in-process episodes, timed for at least this long
     max_containers_per_second: float = 100.0  # ENVSCALER_SANDBOX_CREATE_RATE of the gateway
     quiet_cores: float = 0.3        # wait for the machine to be this idle before each figure,
     quiet_timeout: float = 10.0     # at most this long per figure,
@@ -39,20 +44,23 @@ class BenchConfig:
 
 
 def preset(mode: str) -> BenchConfig:
-    if mode == "quick":
-        return BenchConfig(mode="quick", levels={"library_loans": (1, 16, 64, 256),
+    if mode == "quick":  # neither calls nor a session per episode at 256: the engine's time
+        return BenchConfig(mode="quick", levels={"library_loans": (1, 16, 64),
                                                  "subscription_billing": (1, 64)},
-                           pool_size=12, warm_creations=10, cold_creations=8, rollouts=50)
+                           pool_size=12, warm_creations=10, cold_creations=8,
+                           episode_levels={"open": (64,), "reset": (64, 256)})
     if mode == "full":
         return BenchConfig(mode="full", levels={env: (1, 16, 64, 256) for env in CALL_ENVS},
                            warmup=2.0, duration=10.0, pool_size=64, warm_creations=60,
                            cold_creations=30, resets=300, validations=100, baseline_calls=100000,
-                           runtime_calls=10000, density_sessions=1000, rollouts=500,
-                           quiet_timeout=60.0, quiet_budget=600.0)
+                           runtime_calls=10000, density_sessions=1000, episode_window=20.0,
+                           inprocess_seconds=10.0, quiet_timeout=60.0, quiet_budget=600.0)
     if mode == "tiny":  # the test suite's: every figure, a few samples each
         return BenchConfig(mode="tiny", envs=("library_loans",), levels={"library_loans": (1, 4)},
-                           warmup=0.1, duration=0.5, workers=1, pool_size=3, warm_creations=2,
-                           cold_creations=2, resets=3, validations=2, baseline_calls=200,
-                           runtime_calls=50, density_sessions=6, density_concurrency=4,
-                           rollouts=4, quiet_timeout=0.0, quiet_budget=0.0)
+                           warmup=0.1, duration=0.5, pool_size=3, warm_creations=2,
+                           cold_creations=2, resets=3, validations=2, validate_concurrency=3,
+                           baseline_calls=200, runtime_calls=50, density_sessions=6,
+                           density_concurrency=4, episode_levels={"open": (3,), "reset": (3, 6)},
+                           episode_window=0.0, inprocess_seconds=0.0, quiet_timeout=0.0,
+                           quiet_budget=0.0)
     raise ValueError(f"unknown mode {mode!r}; expected quick, full or tiny")

@@ -1,5 +1,6 @@
-"""A real gateway for a benchmark: `envscaler serve --workers N` on the Docker backend, with its own
-Redis and its own socket root, so that every container it makes carries one label of this run
+"""A real gateway for a benchmark: `envscaler serve` on the Docker backend (with ``--workers N``
+only when asked: otherwise the command's default worker count applies, as a user gets it), with its
+own Redis and its own socket root, so that every container it makes carries one label of this run
 (``envscaler.socket-root=/tmp/esb-...``) and is removed afterwards, whatever happened.
 """
 
@@ -29,11 +30,13 @@ from server.embedded_redis import EmbeddedRedis, free_port
 READY_TIMEOUT = 180.0
 STOP_TIMEOUT = 60.0
 SOCKET_ROOT_LABEL = "envscaler.socket-root"
+LEASE_EXPIRED = "session lock lease ran out before release"  # the gateway's warning, one a line
+TCP_LISTEN = "0A"  # the state column of /proc/net/tcp
 
 
 @dataclass
 class GatewayOptions:
-    workers: int = 2
+    workers: int | None = None   # None: `envscaler serve`'s default
     pool_size: int = 8            # per worker
     create_rate: float = 100.0    # per worker; the engine is the limit, not the token bucket
     max_sandboxes: int = 1024     # per worker
@@ -71,11 +74,12 @@ class Gateway:
                "ENVSCALER_SOCKET_ROOT": str(self.socket_root), "ENVSCALER_LOG_LEVEL": o.log_level,
                "ENVSCALER_STATE_DIR": str(self.scratch / "state"), **o.env}
         env.pop("ENVSCALER_API_KEYS", None)
+        command = [sys.executable, "-m", "envscaler_cli", "serve", "--port", str(self.port)]
+        if o.workers is not None:
+            command += ["--workers", str(o.workers)]
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "envscaler_cli", "serve", "--port", str(self.port),
-                 "--workers", str(o.workers)], env=env, stdout=log, stderr=log,
-                start_new_session=True)
+            self.process = subprocess.Popen(command, env=env, stdout=log, stderr=log,
+                                            start_new_session=True)
         return self
 
     def __enter__(self) -> Self:
@@ -89,7 +93,8 @@ class Gateway:
     def wait_ready(self, pool_full: bool = True, timeout: float = READY_TIMEOUT) -> dict[str, Any]:
         """Until every worker answers /readyz (with a full warm pool when ``pool_full``);
         {instance: pool level}. Workers are told apart by the instance id in the answer, on a
-        fresh connection each time (the kernel hands connections to workers as it likes)."""
+        fresh connection each time (the kernel hands connections to workers as it likes). With
+        the default worker count, the workers are the sockets listening on the port."""
         deadline = time.monotonic() + timeout
         seen: dict[str, dict[str, Any]] = {}
         while time.monotonic() < deadline:
@@ -102,10 +107,11 @@ class Gateway:
                     seen[ready["instance"]] = ready["pool"]
             except (OSError, ValueError):
                 pass
+            workers = self.options.workers or self.listeners()
             full = [i for i, p in seen.items() if not pool_full or p["ready"] >= p["target"]]
-            if len(seen) >= self.options.workers and len(full) >= self.options.workers:
+            if workers and len(seen) >= workers and len(full) >= workers:
                 return seen
-            if len(seen) >= self.options.workers:
+            if workers and len(seen) >= workers:
                 seen.clear()  # look again for fresh pool levels
             time.sleep(0.1)
         raise RuntimeError(f"the gateway was not ready within {timeout:g} s; see {self.log_path}")
@@ -114,6 +120,21 @@ class Gateway:
         if self.process is None or self.process.poll() is not None:
             tail = self.log_path.read_text(errors="replace")[-3000:] if self.log_path.exists() else ""
             raise RuntimeError(f"the gateway exited:\n{tail}")
+
+    def listeners(self) -> int:
+        """Sockets listening on the gateway's port: one per worker, each with its own
+        (``server.workers``); a single worker listens only once its application started, and a
+        supervisor's workers bind theirs long before their warm pools are full."""
+        port = f":{self.port:04X}"
+        rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+        return sum(1 for row in rows
+                   if (fields := row.split())[1].endswith(port) and fields[3] == TCP_LISTEN)
+
+    def log_count(self, text: str) -> int:
+        """Lines of the gateway's log (every worker's) holding ``text``."""
+        if not self.log_path.exists():
+            return 0
+        return sum(text in line for line in self.log_path.read_text(errors="replace").splitlines())
 
     # ------------------------------------------------------------------ what it uses
 

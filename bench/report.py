@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-FLOOR_CALL_P50_MS = 2.0        # tool call p50 at concurrency 1
-FLOOR_CALLS_PER_SECOND = 1500  # at concurrency 64, across sessions
-FLOOR_CREATE_WARM_P50_MS = 20.0
+from bench.rollouts import PATTERNS
+
+FLOOR_CALL_P50_MS = 2.0         # tool call p50 at concurrency 1
+FLOOR_CALLS_PER_SECOND = 2000   # at concurrency 64, across sessions
+FLOOR_CREATE_WARM_P50_MS = 10.0
 FLOOR_RESET_P50_MS = 10.0
+FLOOR_VALIDATE_P50_MS = 15.0    # 4 checks, one validation at a time
+FLOOR_VALIDATE_P99_MS = 250.0   # 4 checks, FLOOR_VALIDATE_AT at once
+FLOOR_VALIDATE_AT = 64
+FLOOR_EPISODES_PER_SECOND = 50  # reference episodes, FLOOR_EPISODES_AT at once
+FLOOR_EPISODES_AT = 64
+FLOOR_REWARDS_AT = 256          # every reward 1.0 with this many episodes at once
 FLOOR_DENSITY_SESSIONS = 1000
 FLOOR_DENSITY_P99_MS = 1000.0
+PATTERN_NAMES = {"open": "open per episode", "reset": "reset per episode"}
 
 
 def _get(data: dict[str, Any], *path: str) -> Any:
@@ -22,36 +33,75 @@ def _get(data: dict[str, Any], *path: str) -> Any:
     return data
 
 
+def _floor(name: str, target: str, value: float | None, unit: str,
+           test: Callable[[float], bool]) -> dict[str, Any]:
+    """A floor's row; not judged (``met`` None) when the run did not measure it."""
+    return {"floor": name, "target": target,
+            "measured": None if value is None else f"{value:g} {unit}".strip(),
+            "met": None if value is None else bool(test(value))}
+
+
 def floors(results: dict[str, Any]) -> list[dict[str, Any]]:
     main = results["config"]["envs"][0]
-    calls = results.get("calls", {}).get(main, {})
-    density = results.get("density", {})
-    rows = [
-        ("tool call p50 at concurrency 1", f"<= {FLOOR_CALL_P50_MS:g} ms",
-         _get(calls, "1", "summary", "p50_ms"), "ms", lambda v: v <= FLOOR_CALL_P50_MS),
-        ("tool calls/s at concurrency 64 across sessions", f">= {FLOOR_CALLS_PER_SECOND}",
-         _get(calls, "64", "rps"), "/s", lambda v: v >= FLOOR_CALLS_PER_SECOND),
-        ("session creation from the warm pool, p50", f"<= {FLOOR_CREATE_WARM_P50_MS:g} ms",
-         _get(results, "sessions", "create_warm", "p50_ms"), "ms",
-         lambda v: v <= FLOOR_CREATE_WARM_P50_MS),
-        ("reset p50", f"<= {FLOOR_RESET_P50_MS:g} ms", _get(results, "sessions", "reset", "p50_ms"),
-         "ms", lambda v: v <= FLOOR_RESET_P50_MS),
-        (f"{FLOOR_DENSITY_SESSIONS} live sessions, call p99", f"<= {FLOOR_DENSITY_P99_MS:g} ms",
-         # fewer live sessions (quick mode) say nothing of the floor: not judged
-         _get(density, "calls", "summary", "p99_ms")
-         if density.get("live_sessions", 0) >= FLOOR_DENSITY_SESSIONS else None, "ms",
-         lambda v: v <= FLOOR_DENSITY_P99_MS),
+    calls = _get(results, "calls", main) or {}
+    validate = _get(results, "validate", "concurrency") or {}
+    runs = _get(results, "episodes", "runs") or {}
+    episodes_at = str(FLOOR_EPISODES_AT)
+    return [
+        _floor("tool call p50 at concurrency 1", f"<= {FLOOR_CALL_P50_MS:g} ms",
+               _get(calls, "1", "summary", "p50_ms"), "ms", lambda v: v <= FLOOR_CALL_P50_MS),
+        _floor("tool calls/s at concurrency 64 across sessions", f">= {FLOOR_CALLS_PER_SECOND:,}",
+               _get(calls, "64", "rps"), "/s", lambda v: v >= FLOOR_CALLS_PER_SECOND),
+        _floor("session open from the warm pool, p50", f"<= {FLOOR_CREATE_WARM_P50_MS:g} ms",
+               _get(results, "sessions", "create_warm", "p50_ms"), "ms",
+               lambda v: v <= FLOOR_CREATE_WARM_P50_MS),
+        _floor("reset p50", f"<= {FLOOR_RESET_P50_MS:g} ms",
+               _get(results, "sessions", "reset", "p50_ms"), "ms",
+               lambda v: v <= FLOOR_RESET_P50_MS),
+        _floor("validate p50, 4 checks, concurrency 1", f"<= {FLOOR_VALIDATE_P50_MS:g} ms",
+               _get(validate, "1", "p50_ms"), "ms", lambda v: v <= FLOOR_VALIDATE_P50_MS),
+        _floor(f"validate p99, 4 checks, concurrency {FLOOR_VALIDATE_AT}",
+               f"<= {FLOOR_VALIDATE_P99_MS:g} ms",
+               _get(validate, str(FLOOR_VALIDATE_AT), "summary", "p99_ms"), "ms",
+               lambda v: v <= FLOOR_VALIDATE_P99_MS),
+        *(_floor(f"episodes/s at {FLOOR_EPISODES_AT} concurrent reference episodes, "
+                 f"{PATTERN_NAMES[pattern]}", f">= {FLOOR_EPISODES_PER_SECOND}",
+                 _get(runs, pattern, episodes_at, "episodes_per_second"), "/s",
+                 lambda v: v >= FLOOR_EPISODES_PER_SECOND) for pattern in PATTERNS),
+        _rewards_floor(runs),
+        _floor("session lock lease expiries, the whole run", "0",
+               results.get("lease_expiries"), "", lambda v: v == 0),
+        _density_floor(results.get("density") or {}),
     ]
-    out = []
-    for name, floor, value, unit, test in rows:
-        measured = None if value is None else f"{value:g} {unit}"
-        if name.startswith(str(FLOOR_DENSITY_SESSIONS)) and density:
-            measured = (f"{measured} ({density.get('live_sessions')} live)" if value is not None
-                        else f"not judged: {density.get('live_sessions')} live (--full holds "
-                             f"{FLOOR_DENSITY_SESSIONS})")
-        out.append({"floor": name, "target": floor, "measured": measured,
-                    "met": None if value is None else bool(test(value))})
-    return out
+
+
+def _rewards_floor(runs: dict[str, Any]) -> dict[str, Any]:
+    """Every episode at ``FLOOR_REWARDS_AT`` at once, both patterns, scored 1.0 and none failed."""
+    at = [r for pattern in PATTERNS if (r := _get(runs, pattern, str(FLOOR_REWARDS_AT)))]
+    row: dict[str, Any] = {"floor": f"every reward 1.0 at {FLOOR_REWARDS_AT} concurrent reference "
+                                    "episodes", "target": "all 1.0, none failed",
+                           "measured": None, "met": None}
+    if at:
+        done = sum(r["episodes"] for r in at)
+        perfect = sum(r["rewards"]["1.0"] for r in at)
+        failed = sum(sum(r["errors"].values()) for r in at)
+        row["measured"] = f"{perfect} of {done} at 1.0, {failed} failed"
+        row["met"] = done > 0 and perfect == done and failed == 0
+    return row
+
+
+def _density_floor(density: dict[str, Any]) -> dict[str, Any]:
+    """Fewer live sessions than the floor's (quick mode) say nothing of it: not judged."""
+    live = density.get("live_sessions", 0)
+    row = _floor(f"{FLOOR_DENSITY_SESSIONS} live sessions, call p99",
+                 f"<= {FLOOR_DENSITY_P99_MS:g} ms",
+                 _get(density, "calls", "summary", "p99_ms")
+                 if live >= FLOOR_DENSITY_SESSIONS else None, "ms",
+                 lambda v: v <= FLOOR_DENSITY_P99_MS)
+    if density:
+        row["measured"] = (f"{row['measured']} ({live} live)" if row["met"] is not None else
+                           f"not judged: {live} live (--full holds {FLOOR_DENSITY_SESSIONS})")
+    return row
 
 
 def _ms(value: Any) -> str:
@@ -115,9 +165,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines += ["", "## Session life cycle (one request at a time)", "",
               "| operation | n | p50 | p99 |", "| --- | ---: | ---: | ---: |"]
     names = {"create_warm": "create, from the warm pool", "create_cold": "create, cold (no pool)",
-             "reset": "reset (sandbox reused in place)",
-             "validate": "validate ({} check functions)".format(
-                 _get(sessions, "validate", "checks_per_validation"))}
+             "reset": "reset (sandbox reused in place)"}
     for key, name in names.items():
         s = sessions.get(key)
         if s:
@@ -137,22 +185,8 @@ def markdown(results: dict[str, Any]) -> str:
                   f"{c['rps']:.0f}/s, {_ms(c['summary'].get('p50_ms'))}, "
                   f"{_ms(c['summary'].get('p99_ms'))} |")]
 
-    ro = results.get("rollouts")
-    if ro:
-        lines += ["", "## The rollout pattern through the Python client", "",
-                  (f"{ro['episodes']} sessions at once, each: create, its scenario's reference "
-                  f"solution, validate, close; one `{ro['client']}`."), "",
-                  ("| episodes done | errors | mean reward | episodes/s | calls/s | create p50 / p99 | "
-                  "call p50 / p99 | validate p50 | client CPU |"),
-                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-                  (f"| {ro['completed']} | {ro['errors']} | {ro['mean_reward']} | "
-                  f"{ro['episodes_per_second']} | {ro['calls_per_second']} | "
-                  f"{_ms(_get(ro, 'create', 'p50_ms'))} / {_ms(_get(ro, 'create', 'p99_ms'))} | "
-                  f"{_ms(_get(ro, 'call', 'p50_ms'))} / {_ms(_get(ro, 'call', 'p99_ms'))} | "
-                  f"{_ms(_get(ro, 'validate', 'p50_ms'))} | {ro['cpu_share']:.2f} cores |")]
-        if ro.get("check_errors") or ro.get("tool_errors"):
-            lines += ["", (f"Check functions that failed to run: {ro.get('check_errors') or 0}; "
-                      f"tool calls answered ok=false: {ro.get('tool_errors') or 0}.")]
+    lines += _validation(results.get("validate"))
+    lines += _episodes(results.get("episodes"))
 
     lines += ["", "## Floors", "", "| floor | target | measured | met |", "| --- | --- | --- | --- |"]
     for f in results.get("floors", []):
@@ -160,6 +194,71 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {f['floor']} | {f['target']} | {f['measured'] or '-'} | {met} |")
     lines += ["", f"Containers left after the run: {meta.get('containers_left')}.", ""]
     return "\n".join(lines)
+
+
+def _validation(v: dict[str, Any] | None) -> list[str]:
+    if not v:
+        return []
+    lines = ["", (f"## Validation ({v['env']} `{v['scenario']}`: {v['checks']} check functions, "
+             f"solved by its reference solution, reward {v['reward']})"), "",
+             "Sessions prepared first, then validate called over and over, one session each.", "",
+             "| concurrency | validations | p50 | p99 | failed |",
+             "| ---: | ---: | ---: | ---: | ---: |"]
+    for level, r in v["concurrency"].items():
+        s = r.get("summary", r)  # concurrency 1: a plain summary; more: the load generator's
+        lines.append(f"| {level} | {s['n']} | {_ms(s.get('p50_ms'))} | {_ms(s.get('p99_ms'))} | "
+                     f"{r.get('failed', 0)} |")
+    return lines
+
+
+def _pair(result: dict[str, Any], step: str) -> str:
+    s = result.get(step) or {}
+    return "-" if not s.get("n") else f"{_ms(s['p50_ms'])} / {_ms(s['p99_ms'])}"
+
+
+def _counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{kind}: {n}" for kind, n in counts.items()) or "0"
+
+
+def _episodes(e: dict[str, Any] | None) -> list[str]:
+    if not e:
+        return []
+    inproc = e["in_process"]
+    runs = [r for by_level in e["runs"].values() for r in by_level.values()]
+    any_run = runs[0]
+    lines = ["", "## Episodes: the rollout pattern through the Python client", "",
+             (f"Reference episodes over the catalogue's {inproc['scenarios']} scenarios with a "
+              "solution. One lane per concurrent episode, each on one environment, cycling over "
+              f"its scenarios and starting episodes for {any_run['window_seconds']:g} s (one at "
+              "least). *Open per episode*: open a session on the scenario, replay the reference "
+              "solution, validate, close. *Reset per episode*: each lane opens a session first; "
+              "each episode resets it to the lane's next scenario, replays, validates (the "
+              f"sessions close after). One `{any_run['client']}` in its own process; gateway : "
+              "in-process compares with the in-process episodes below (one core)."), "",
+             ("| pattern | concurrent | episodes (scenarios) | episodes/s | gateway : in-process | "
+              "open p50 / p99 | reset p50 / p99 | validate p50 / p99 | close p50 / p99 | "
+              "rewards 1.0 / below | lease expiries | errors |"),
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for pattern, by_level in e["runs"].items():
+        for level, r in by_level.items():
+            ratio = (f"1 : {1 / r['gateway_to_in_process']:.1f}" if r["gateway_to_in_process"]
+                     else "-")
+            lines.append(f"| {PATTERN_NAMES[pattern]} | {level} | {r['episodes']} "
+                         f"({r['scenarios']}) | {r['episodes_per_second']:g} | {ratio} | "
+                         f"{_pair(r, 'open')} | {_pair(r, 'reset')} | {_pair(r, 'validate')} | "
+                         f"{_pair(r, 'close')} | {r['rewards']['1.0']} / {r['rewards']['below_1']} "
+                         f"| {r['lease_expiries']} | {_counts(r['errors'])} |")
+    lines += ["", (f"In-process, as the paper's code ({inproc['how']}): "
+              f"**{inproc['episodes_per_second']:g} episodes/s** ({inproc['episodes']} episodes; "
+              f"one episode p50 {_ms(inproc['episode']['p50_ms'])}, p99 "
+              f"{_ms(inproc['episode']['p99_ms'])}; rewards 1.0: {inproc['rewards']['1.0']} of "
+              f"{inproc['scenarios']}).")]
+    tool_errors = sum((Counter(r["tool_errors"]) for r in runs), Counter())
+    check_errors = sum((Counter(r["check_errors"]) for r in runs), Counter())
+    if tool_errors or check_errors:
+        lines += ["", (f"Tool calls answered ok=false: {_counts(tool_errors)}; check functions "
+                  f"that failed to run: {_counts(check_errors)}.")]
+    return lines
 
 
 def plots(results: dict[str, Any], out_dir: Path) -> list[Path]:

@@ -1,12 +1,17 @@
-"""The rollout pattern through the Python client: hundreds of sessions at once, each created from
-a scenario, driven through its reference solution, validated and closed, by one
+"""The rollout pattern a trainer pays for, through the Python client: concurrent episodes, each a
+scenario's reference solution between a session's start and its validation, by one
 `envscaler_client.AsyncEnvClient` with its default settings (as `envscaler rollout` makes it).
 Runs as its own process, so the client's CPU is its own.
 
     python -m bench.rollouts < spec.json > result.json
 
-spec: ``{"url": ..., "episodes": [{"env", "scenario", "solution": [{"name", "arguments"}]}]}``;
-every episode starts at once.
+spec: ``{"url", "pattern", "window", "lanes": [[{"env", "scenario", "solution"}, ...], ...]}``.
+Each lane is one concurrent trainer worker, on one environment; it runs its episodes one after
+another, cycling, and starts new ones for ``window`` seconds (one at least). Patterns:
+
+- ``open``: each episode opens a session on its scenario, replays the solution, validates, closes;
+- ``reset``: each lane opens one session first (on its last scenario, before the window), then each
+  episode resets it to the lane's next scenario, replays, validates; the sessions close after.
 """
 
 from __future__ import annotations
@@ -16,70 +21,154 @@ import json
 import resource
 import sys
 import time
-from typing import Any
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from bench.stats import summary
+
+T = TypeVar("T")
+PATTERNS = ("open", "reset")
+
+
+@dataclass
+class Tally:
+    """What every episode of a run measured; latencies in seconds."""
+
+    steps: dict[str, list[float]] = field(default_factory=lambda: {
+        "open": [], "reset": [], "call": [], "validate": [], "close": []})
+    rewards: list[float] = field(default_factory=list)
+    scenarios: set[str] = field(default_factory=set)
+    below: dict[str, float] = field(default_factory=dict)  # scenario -> lowest reward under 1.0
+    errors: dict[str, int] = field(default_factory=dict)  # episodes that raised, by error type
+    error_samples: list[str] = field(default_factory=list)
+    tool_errors: dict[str, int] = field(default_factory=dict)  # calls answered ok=false, by type
+    check_errors: dict[str, int] = field(default_factory=dict)  # checks that failed to run
+
+    async def timed(self, step: str, operation: Awaitable[T]) -> T:
+        started = time.perf_counter()
+        result = await operation
+        self.steps[step].append(time.perf_counter() - started)
+        return result
+
+    def error(self, exc: Exception) -> None:
+        kind = str(getattr(exc, "type", None) or type(exc).__name__)
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        if len(self.error_samples) < 5:
+            self.error_samples.append(f"{type(exc).__name__}: {exc}"[:300])
+
+
+async def _play(session: Any, job: dict[str, Any], tally: Tally) -> None:
+    """The reference solution, then validation: the part of an episode both patterns share."""
+    for call in job["solution"]:
+        answer = await tally.timed("call", session.call(call["name"], call["arguments"]))
+        if not answer.ok:
+            kind = answer.error.type if answer.error else "?"
+            tally.tool_errors[kind] = tally.tool_errors.get(kind, 0) + 1
+    validation = await tally.timed("validate", session.validate())
+    key = f"{job['env']}/{job['scenario']}"
+    tally.rewards.append(validation.reward)
+    tally.scenarios.add(key)
+    if validation.reward < 1.0:
+        tally.below[key] = min(tally.below.get(key, 1.0), validation.reward)
+    for check in validation.checks:
+        if check.error:
+            kind = check.error.split(":")[0][:60]
+            tally.check_errors[kind] = tally.check_errors.get(kind, 0) + 1
+
+
+async def _open_lane(client: Any, lane: list[dict[str, Any]], until: float, tally: Tally) -> None:
+    for index in _indices(len(lane), until):
+        job = lane[index]
+        session = await tally.timed("open", client.create_session(job["env"], job["scenario"]))
+        try:
+            await _play(session, job, tally)
+        finally:
+            await tally.timed("close", session.close())
+
+
+async def _reset_lane(session: Any, lane: list[dict[str, Any]], until: float,
+                      tally: Tally) -> None:
+    for index in _indices(len(lane), until):
+        job = lane[index]
+        await tally.timed("reset", session.reset(scenario=job["scenario"]))
+        await _play(session, job, tally)
+
+
+def _indices(size: int, until: float) -> Iterator[int]:
+    """0, 1, 2... modulo ``size``: the first at once, the next ones while the window is open."""
+    index = 0
+    while True:
+        yield index % size
+        index += 1
+        if time.perf_counter() >= until:
+            return
+
+
+async def _guarded(lane: Awaitable[None], tally: Tally) -> None:
+    """A lane that fails stops there (its session may be unusable); the error is counted."""
+    try:
+        await lane
+    except Exception as exc:  # noqa: BLE001 - counted and reported
+        tally.error(exc)
 
 
 async def run(spec: dict[str, Any]) -> dict[str, Any]:
     from envscaler_client import AsyncEnvClient
 
-    creates: list[float] = []
-    calls: list[float] = []
-    validates: list[float] = []
-    closes: list[float] = []
-    rewards: list[float] = []
-    errors: list[str] = []
-    tool_errors: dict[str, int] = {}  # calls answered ok=false, by error type
-    below: dict[str, float] = {}  # scenario -> lowest reward under 1.0
-    check_errors: dict[str, int] = {}  # check functions that failed to run, by error
-
-    async def episode(client: AsyncEnvClient, job: dict[str, Any]) -> None:
-        try:
-            started = time.perf_counter()
-            session = await client.create_session(job["env"], job["scenario"])
-            creates.append(time.perf_counter() - started)
-            try:
-                for call in job["solution"]:
-                    started = time.perf_counter()
-                    answer = await session.call(call["name"], call["arguments"])
-                    calls.append(time.perf_counter() - started)
-                    if not answer.ok:
-                        kind = answer.error.type if answer.error else "?"
-                        tool_errors[kind] = tool_errors.get(kind, 0) + 1
-                started = time.perf_counter()
-                validation = await session.validate()
-                validates.append(time.perf_counter() - started)
-                rewards.append(validation.reward)
-                if validation.reward < 1.0:
-                    key = f"{job['env']}/{job['scenario']}"
-                    below[key] = min(below.get(key, 1.0), validation.reward)
-                for check in validation.checks:
-                    if check.error:
-                        kind = check.error.split(":")[0][:60]
-                        check_errors[kind] = check_errors.get(kind, 0) + 1
-            finally:
-                started = time.perf_counter()
-                await session.close()
-                closes.append(time.perf_counter() - started)
-        except Exception as exc:  # noqa: BLE001 - counted and reported
-            errors.append(f"{type(exc).__name__}: {exc}"[:300])
-
-    cpu_before = _cpu_seconds()
-    started = time.perf_counter()
+    pattern, lanes, window = spec["pattern"], spec["lanes"], float(spec["window"])
+    if pattern not in PATTERNS:
+        raise ValueError(f"unknown pattern {pattern!r}")
+    tally = Tally()
     async with AsyncEnvClient(spec["url"]) as client:
-        await asyncio.gather(*(episode(client, job) for job in spec["episodes"]))
-    wall = time.perf_counter() - started
-    cpu = _cpu_seconds() - cpu_before
-    return {"client": "envscaler_client.AsyncEnvClient (defaults)",
-            "episodes": len(spec["episodes"]), "completed": len(rewards),
-            "errors": len(errors), "error_samples": errors[:5], "tool_errors": tool_errors,
-            "mean_reward": round(sum(rewards) / len(rewards), 4) if rewards else None,
-            "rewards_below_1": below, "check_errors": check_errors,
-            "wall_seconds": round(wall, 3), "episodes_per_second": round(len(rewards) / wall, 2),
-            "calls_per_second": round(len(calls) / wall, 1),
-            "create": summary(creates), "call": summary(calls), "validate": summary(validates),
-            "close": summary(closes),
+        sessions: list[Any] = []
+        if pattern == "reset":
+            sessions = await _open_sessions(client, lanes, tally)
+        cpu_before, started = _cpu_seconds(), time.perf_counter()
+        until = started + window
+        if pattern == "reset":
+            work = [_reset_lane(s, lane, until, tally) for s, lane in zip(sessions, lanes,
+                                                                          strict=True) if s]
+        else:
+            work = [_open_lane(client, lane, until, tally) for lane in lanes]
+        await asyncio.gather(*(_guarded(lane, tally) for lane in work))
+        wall = time.perf_counter() - started
+        cpu = _cpu_seconds() - cpu_before
+        await asyncio.gather(*(_guarded(tally.timed("close", s.close()), tally)
+                               for s in sessions if s))
+    return _result(pattern, len(lanes), window, wall, cpu, tally)
+
+
+async def _open_sessions(client: Any, lanes: list[list[dict[str, Any]]],
+                         tally: Tally) -> list[Any]:
+    """A session per lane, all at once, on the lane's last scenario (so that its first episode
+    resets to another one); None where opening failed (counted)."""
+    opened = await asyncio.gather(*(
+        tally.timed("open", client.create_session(lane[-1]["env"], lane[-1]["scenario"]))
+        for lane in lanes), return_exceptions=True)
+    sessions = []
+    for session in opened:
+        if isinstance(session, Exception):
+            tally.error(session)
+            session = None
+        sessions.append(session)
+    return sessions
+
+
+def _result(pattern: str, lanes: int, window: float, wall: float, cpu: float,
+            tally: Tally) -> dict[str, Any]:
+    done = len(tally.rewards)
+    perfect = sum(1 for reward in tally.rewards if reward == 1.0)
+    return {"client": "envscaler_client.AsyncEnvClient (defaults)", "pattern": pattern,
+            "concurrency": lanes, "window_seconds": window, "episodes": done,
+            "scenarios": len(tally.scenarios), "wall_seconds": round(wall, 3),
+            "episodes_per_second": round(done / wall, 2),
+            "calls_per_second": round(len(tally.steps["call"]) / wall, 1),
+            "rewards": {"1.0": perfect, "below_1": done - perfect},
+            "rewards_below_1": tally.below, "errors": tally.errors,
+            "error_samples": tally.error_samples, "tool_errors": tally.tool_errors,
+            "check_errors": tally.check_errors,
+            **{step: summary(samples) for step, samples in tally.steps.items()},
             "cpu_seconds": round(cpu, 3), "cpu_share": round(cpu / wall, 3)}
 
 

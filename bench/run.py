@@ -2,14 +2,19 @@
 
 Phases, in order (each waits for the machine to be quiet first, and records how busy it was):
 
-1. a gateway (`envscaler serve --workers N`, Docker backend, its own Redis) with a full warm pool;
-2. session creation from the warm pool, reset, validation (one request at a time);
+1. a gateway (`envscaler serve` with its default worker count unless ``workers`` is set, Docker
+   backend, its own Redis) with a full warm pool;
+2. session creation from the warm pool, reset (one request at a time);
 3. tool calls at each concurrency level per environment (``bench.loadgen`` in its own process),
    with the CPU of every component over the same window;
 4. the baselines: the same call in-process (throwaway container) and over the runtime's socket;
 5. density: sessions topped up to ``density_sessions``, memory per session, calls across all;
-6. the rollout pattern through ``AsyncEnvClient`` (its own process);
-7. the gateway stopped, every container of the run removed; a second gateway with no warm pool
+6. validation of a solved 4-check scenario (live call sessions reset to it), one at a time and
+   ``validate_concurrency`` at once;
+7. episodes: whole in-process episodes (throwaway container, one core), then reference episodes
+   through ``AsyncEnvClient`` (its own process) at each concurrency of ``episode_levels``, opening
+   a session per episode or resetting one per lane; lease expiries from the gateway's log;
+8. the gateway stopped, every container of the run removed; a second gateway with no warm pool
    for cold session creation; then a check that no container of the run is left.
 """
 
@@ -23,6 +28,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,14 +38,15 @@ from docker.errors import DockerException
 
 from bench import baseline, calls, density, lifecycle, report, rollouts
 from bench.config import BenchConfig
-from bench.gateway import Gateway, GatewayOptions, remove_containers
+from bench.gateway import LEASE_EXPIRED, Gateway, GatewayOptions, remove_containers
 from bench.procstat import CpuMeter, wait_for_quiet
-from bench.workload import episodes, load_envs, probe
+from bench.workload import lanes, load_envs, probe, scenario_with_checks
 from sandbox.image import ensure_image
 from server.settings import Settings
 
 BENCH_LABEL = "envscaler.bench"
-RELEASE_ABOVE = 800  # live sessions + rollouts: above, the live sessions are closed first
+RELEASE_ABOVE = 800  # live sessions + episode lanes: above, the live sessions are closed first
+VALIDATE_CHECKS = 4   # the validation figure's scenario has this many check functions
 
 
 class Run:
@@ -76,13 +83,13 @@ class Run:
         began = time.perf_counter()
         image = ensure_image(self.docker, settings.sandbox_base_image)
         envs = load_envs(settings.catalogue, config.envs)
-        probes = {env_id: probe(env) for env_id, env in envs.items()}
+        probes = {env_id: probe(envs[env_id]) for env_id in config.envs}
         main_env = config.envs[0]
         results: dict[str, Any] = {
             "meta": {"started": datetime.now(UTC).isoformat(timespec="seconds"),
                      "mode": config.mode, "host": density.host_limits(),
                      "kernel": platform.release(), "python": platform.python_version(),
-                     "image": image, "gateway": f"envscaler serve --workers {config.workers}",
+                     "image": image,
                      "load_generator": "bench.loadgen: asyncio Protocol, keep-alive HTTP/1.1, "
                                        "its own process",
                      "probes": {e: p.body() | {"scenario": p.scenario} for e, p in probes.items()}},
@@ -95,9 +102,13 @@ class Run:
         left = 0
         try:
             started = time.perf_counter()
-            self.say(f"gateway: {config.workers} workers, warm pool {config.pool_size} each")
+            self.say(f"gateway: {config.workers or 'default'} workers, warm pool "
+                     f"{config.pool_size} each")
             gateway.start()
-            gateway.wait_ready()
+            workers = len(gateway.wait_ready())
+            results["meta"]["gateway"] = (f"envscaler serve --workers {config.workers}"
+                                          if config.workers else
+                                          f"envscaler serve (its default: {workers} workers)")
             redis_before = gateway.redis_memory()
             self.phase("gateway start", started)
 
@@ -106,11 +117,14 @@ class Run:
             results["calls"] = self.calls(gateway, probes, live)
             results["baselines"] = self.baselines(image, envs[main_env], probes[main_env])
             results["density"] = self.density(gateway, probes, live, redis_before)
-            if sum(map(len, live.values())) + config.rollouts > RELEASE_ABOVE:
-                started = time.perf_counter()  # keep the machine's memory for the rollouts
+            results["validate"] = self.validate(gateway, envs[main_env], live[main_env])
+            most = max(level for levels in config.episode_levels.values() for level in levels)
+            if sum(map(len, live.values())) + most > RELEASE_ABOVE:
+                started = time.perf_counter()  # keep the machine's memory for the episodes
                 calls.close_sessions(gateway.port, [s for ids in live.values() for s in ids])
                 self.phase("close the live sessions", started)
-            results["rollouts"] = self.rollouts(gateway, envs)
+            results["episodes"] = self.episodes(gateway, image, envs)
+            results["lease_expiries"] = gateway.log_count(LEASE_EXPIRED)
         finally:
             started = time.perf_counter()
             left += self.stop(gateway)
@@ -152,10 +166,9 @@ class Run:
         self.wait_quiet("sessions")
         warm, ids = lifecycle.create_sessions(gateway.port, probe_, config.warm_creations)
         reset = lifecycle.resets(gateway.port, ids[0], config.resets)
-        validate = lifecycle.validations(gateway.port, ids[-1], config.validations)
         lifecycle.delete_sessions(gateway.port, ids)
         self.phase("session life cycle", started)
-        return {"create_warm": warm, "reset": reset, "validate": validate}
+        return {"create_warm": warm, "reset": reset}
 
     def open_call_sessions(self, gateway: Gateway, probes: dict[str, Any]) -> dict[str, list[str]]:
         started = time.perf_counter()
@@ -231,16 +244,61 @@ class Run:
         self.phase("density", started)
         return figures
 
-    def rollouts(self, gateway: Gateway, envs: dict[str, Any]) -> dict[str, Any]:
+    def validate(self, gateway: Gateway, env: Any, live: list[str]) -> dict[str, Any]:
+        """Validation of a solved scenario with a known number of checks: sessions prepared
+        first (live ones of its environment, reset to it: no container to start), then validate
+        called over and over, one at a time and then all at once."""
+        config = self.config
         started = time.perf_counter()
-        self.wait_quiet("rollouts")
-        jobs = [{"env": e.env, "scenario": e.scenario, "solution": e.solution}
-                for e in episodes(envs, self.config.rollouts)]
-        result = rollouts.spawn({"url": gateway.url, "episodes": jobs}, timeout=1800)
-        self.say(f"  {result['completed']}/{result['episodes']} episodes, "
-                 f"{result['episodes_per_second']}/s, reward {result['mean_reward']}, "
-                 f"client CPU {result['cpu_share']}")
-        self.phase("rollouts", started)
+        episode = scenario_with_checks(env, VALIDATE_CHECKS)
+        ids = live[:config.validate_concurrency]
+        lifecycle.solve(gateway.port, ids, episode)
+        self.wait_quiet("validate c=1")
+        one = lifecycle.validations(gateway.port, ids[0], config.validations)
+        requests = [{"method": "POST", "path": f"/v1/sessions/{sid}/validate"} for sid in ids]
+        self.wait_quiet(f"validate c={len(ids)}")
+        many = calls.load(gateway.port, calls.spread(requests, len(ids)), config.warmup,
+                          config.duration, self.meter(gateway))
+        self.say(f"  validate ({episode.scenario}, {one['checks_per_validation']} checks): "
+                 f"c=1 p50 {one.get('p50_ms')} ms, p99 {one.get('p99_ms')} ms; c={len(ids)} "
+                 f"p99 {many['summary'].get('p99_ms')} ms")
+        self.phase("validation", started)
+        return {"env": episode.env, "scenario": episode.scenario,
+                "checks": one["checks_per_validation"], "reward": one["reward"],
+                "concurrency": {"1": one, str(len(ids)): many}}
+
+    def episodes(self, gateway: Gateway, image: str, envs: dict[str, Any]) -> dict[str, Any]:
+        """Whole episodes in-process (one core), then through the gateway at each concurrency,
+        opening a session per episode and resetting one per lane."""
+        config = self.config
+        started = time.perf_counter()
+        self.wait_quiet("episodes in-process")
+        inproc = baseline.in_process_episodes(image, envs, config.inprocess_seconds,
+                                              f"{BENCH_LABEL}={self.run_id}")
+        self.say(f"  in-process: {inproc['episodes_per_second']} episodes/s on one core")
+        runs: dict[str, dict[str, Any]] = {}
+        for pattern in rollouts.PATTERNS:
+            runs[pattern] = {}
+            for level in config.episode_levels.get(pattern, ()):
+                result = self.episode_run(gateway, envs, pattern, level)
+                result["gateway_to_in_process"] = round(
+                    result["episodes_per_second"] / inproc["episodes_per_second"], 4)
+                runs[pattern][str(level)] = result
+        self.phase("episodes", started)
+        return {"in_process": inproc, "runs": runs}
+
+    def episode_run(self, gateway: Gateway, envs: dict[str, Any], pattern: str,
+                    level: int) -> dict[str, Any]:
+        gateway.wait_ready()  # the warm pool refilled after the run before
+        self.wait_quiet(f"episodes {pattern} c={level}")
+        expired = gateway.log_count(LEASE_EXPIRED)
+        spec = {"url": gateway.url, "pattern": pattern, "window": self.config.episode_window,
+                "lanes": [[asdict(episode) for episode in lane] for lane in lanes(envs, level)]}
+        result = rollouts.spawn(spec, timeout=1800)
+        result["lease_expiries"] = gateway.log_count(LEASE_EXPIRED) - expired
+        self.say(f"  {pattern} per episode, c={level}: {result['episodes']} episodes, "
+                 f"{result['episodes_per_second']}/s, rewards {result['rewards']}, "
+                 f"errors {result['errors'] or 0}, lease expiries {result['lease_expiries']}")
         return result
 
     def cold_creation(self, image: str, scratch: Path, probe_: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """What the benchmark sends, taken from the catalogue's files (read, never executed): for each
 environment a probe call (a read-only tool with arguments from a reference solution, so that
-repeating it changes nothing) and the scenarios whose reference solutions drive the rollouts."""
+repeating it changes nothing), and the scenarios whose reference solutions drive the episodes."""
 
 from __future__ import annotations
 
@@ -29,12 +29,13 @@ class Episode:
     solution: list[dict[str, Any]]
 
 
-def load_envs(catalogue: Path, env_ids: tuple[str, ...]) -> dict[str, EnvPackage]:
+def load_envs(catalogue: Path, required: tuple[str, ...]) -> dict[str, EnvPackage]:
+    """Every environment of the catalogue (the episodes use them all); ``required`` among them."""
     envs = load_catalogue(catalogue, strict=True).envs
-    missing = [env_id for env_id in env_ids if env_id not in envs]
+    missing = [env_id for env_id in required if env_id not in envs]
     if missing:
         raise SystemExit(f"not in the catalogue {catalogue}: {', '.join(missing)}")
-    return {env_id: envs[env_id] for env_id in env_ids}
+    return dict(envs)
 
 
 def probe(env: EnvPackage) -> Probe:
@@ -58,11 +59,33 @@ def probe(env: EnvPackage) -> Probe:
     raise SystemExit(f"{env.manifest.id}: no read-only call can be made from its solutions")
 
 
-def episodes(envs: dict[str, EnvPackage], count: int) -> list[Episode]:
-    """``count`` episodes cycling over every scenario (with a solution) of ``envs``."""
-    pool = [Episode(env.manifest.id, s.id, [{"name": c.name, "arguments": dict(c.arguments)}
+def _episodes(env: EnvPackage) -> list[Episode]:
+    """The scenarios of ``env`` that have a reference solution and checks."""
+    return [Episode(env.manifest.id, s.id, [{"name": c.name, "arguments": dict(c.arguments)}
                                             for c in s.solution])
-            for env in envs.values() for s in env.scenarios if s.solution and s.checklist]
-    if not pool:
-        raise SystemExit("no scenario with a solution and a checklist to roll out")
-    return [pool[i % len(pool)] for i in range(count)]
+            for s in env.scenarios if s.solution and s.checklist]
+
+
+def lanes(envs: dict[str, EnvPackage], count: int) -> list[list[Episode]]:
+    """``count`` lanes (one concurrent trainer worker each), lane i on environment i mod n and
+    cycling over its scenarios from its own offset, so that the lanes of one environment run
+    different scenarios and every lane stays on one environment (it may reset to the next)."""
+    pools = [pool for pool in map(_episodes, envs.values()) if pool]
+    if not pools:
+        raise SystemExit("no scenario with a solution and a checklist to run")
+    out = []
+    for index in range(count):
+        pool = pools[index % len(pools)]
+        start = index // len(pools)
+        out.append([pool[(start + k) % len(pool)] for k in range(len(pool))])
+    return out
+
+
+def scenario_with_checks(env: EnvPackage, checks: int) -> Episode:
+    """A scenario of ``env`` with exactly ``checks`` checklist items and a solution: validation
+    latency grows with the number of checks, so the figure names it."""
+    for episode in _episodes(env):
+        scenario = env.scenario(episode.scenario)
+        if scenario is not None and len(scenario.checklist) == checks:
+            return episode
+    raise SystemExit(f"{env.manifest.id}: no scenario with exactly {checks} checks and a solution")

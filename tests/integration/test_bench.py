@@ -10,7 +10,8 @@ import pytest
 
 from bench import report
 from bench.config import preset
-from bench.run import run
+from bench.rollouts import PATTERNS
+from bench.run import VALIDATE_CHECKS, run
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
 
@@ -25,8 +26,10 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
     written = json.loads((tmp_path / "results.json").read_text())
     assert written == results
     assert set(written) == {"meta", "config", "sessions", "calls", "baselines", "density",
-                            "rollouts", "floors"}
+                            "validate", "episodes", "lease_expiries", "floors"}
     assert written["meta"]["containers_left"] == 0
+    assert written["meta"]["gateway"].startswith("envscaler serve (its default: ")
+    assert isinstance(written["lease_expiries"], int)
 
     for env_id, levels in written["calls"].items():
         assert list(levels) == [str(level) for level in config.levels[env_id]]
@@ -43,7 +46,6 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
     assert sessions["create_cold"]["n"] == config.cold_creations
     assert sessions["reset"]["n"] == config.resets
     assert sessions["reset"]["sandbox_reused"] == config.resets
-    assert sessions["validate"]["n"] == config.validations
 
     assert written["baselines"]["in_process"]["n"] == config.baseline_calls
     assert written["baselines"]["in_process"]["result_ok"] is True
@@ -54,20 +56,45 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
     assert density["containers"] >= config.density_sessions
     assert density["per_session_mib"] > 0 and density["calls"]["failed"] == 0
 
-    rollouts = written["rollouts"]
-    assert rollouts["completed"] == config.rollouts and rollouts["errors"] == 0
-    assert rollouts["mean_reward"] == 1.0  # every reference solution solves its scenario
+    validate = written["validate"]
+    assert validate["checks"] == VALIDATE_CHECKS and validate["reward"] == 1.0
+    assert list(validate["concurrency"]) == ["1", str(config.validate_concurrency)]
+    assert validate["concurrency"]["1"]["n"] == config.validations
+    many = validate["concurrency"][str(config.validate_concurrency)]
+    assert many["connections"] == config.validate_concurrency and many["failed"] == 0
+    assert many["summary"]["n"] > 0 and {"p50_ms", "p99_ms"} <= set(many["summary"])
+
+    inproc = written["episodes"]["in_process"]
+    assert inproc["scenarios"] > 0 and inproc["episodes"] >= inproc["scenarios"]
+    assert inproc["rewards"] == {"1.0": inproc["scenarios"], "below_1": 0}
+    assert inproc["episodes_per_second"] > 0
+    runs = written["episodes"]["runs"]
+    assert list(runs) == list(PATTERNS)
+    for pattern, by_level in runs.items():
+        assert list(by_level) == [str(level) for level in config.episode_levels[pattern]]
+        for level, result in ((int(k), r) for k, r in by_level.items()):
+            # a window of 0 s: each lane (one environment each) runs exactly one episode
+            assert result["episodes"] == result["scenarios"] == level
+            assert result["errors"] == {} and result["tool_errors"] == {}
+            assert result["rewards"] == {"1.0": level, "below_1": 0}  # the solutions solve
+            assert result["open"]["n"] == result["close"]["n"] == result["validate"]["n"] == level
+            assert result["reset"]["n"] == (level if pattern == "reset" else 0)
+            assert result["call"]["n"] > 0 and result["episodes_per_second"] > 0
+            assert result["gateway_to_in_process"] > 0
+            assert isinstance(result["lease_expiries"], int)
 
     assert [f["floor"] for f in written["floors"]] == [f["floor"] for f in report.floors(written)]
     assert all(set(f) == {"floor", "target", "measured", "met"} for f in written["floors"])
 
     table = (tmp_path / "results.md").read_text()
     for heading in ("## Tool calls through the gateway", "## The same call without the gateway",
-                    "## Session life cycle", "## Density", "## The rollout pattern",
+                    "## Session life cycle", "## Density", "## Validation", "## Episodes",
                     "## Floors"):
         assert heading in table
     rows = [line for line in table.splitlines() if line.startswith("| library_loans (`")]
     assert len(rows) == len(config.levels["library_loans"])
+    rows = [line for line in table.splitlines() if line.startswith(("| open per", "| reset per"))]
+    assert len(rows) == sum(map(len, config.episode_levels.values()))
 
     for name in ("calls.png", "cpu.png"):
         data = (tmp_path / name).read_bytes()
@@ -76,19 +103,38 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
 
 def test_floors_from_a_full_results_shape() -> None:
     """`report.floors` reads every floor from results shaped as a run writes them."""
+    def episodes(done: int, perfect: int) -> dict[str, object]:
+        return {"episodes": done, "rewards": {"1.0": perfect, "below_1": done - perfect},
+                "errors": {}}
+
     results = {
         "config": {"envs": ["library_loans"]},
         "calls": {"library_loans": {"1": {"summary": {"p50_ms": 1.5}},
-                                    "64": {"rps": 1600.0, "summary": {"p50_ms": 40.0}}}},
-        "sessions": {"create_warm": {"p50_ms": 12.0}, "reset": {"p50_ms": 11.0}},
+                                    "64": {"rps": 2100.0, "summary": {"p50_ms": 30.0}}}},
+        "sessions": {"create_warm": {"p50_ms": 8.0}, "reset": {"p50_ms": 11.0}},
+        "validate": {"concurrency": {"1": {"p50_ms": 12.0}, "64": {"summary": {"p99_ms": 300.0}}}},
+        "episodes": {"runs": {"open": {"64": {"episodes_per_second": 20.0},
+                                       "256": episodes(256, 256)},
+                              "reset": {"64": {"episodes_per_second": 60.0},
+                                        "256": episodes(300, 299)}}},
+        "lease_expiries": 0,
         "density": {"live_sessions": 1000, "calls": {"summary": {"p99_ms": 900.0}}},
     }
-    met = {f["floor"]: f["met"] for f in report.floors(results)}
-    assert list(met.values()) == [True, True, True, False, True]
+    met = [f["met"] for f in report.floors(results)]
+    assert met == [True, True, True, False, True, False, False, True, False, True, True]
+    rewards = report.floors(results)[-3]
+    assert rewards["measured"] == "555 of 556 at 1.0, 0 failed"
+    results["episodes"]["runs"]["reset"]["256"] = episodes(300, 300)
+    assert report.floors(results)[-3]["met"] is True
+    results["episodes"]["runs"]["open"]["256"]["errors"] = {"ReadTimeout": 1}
+    assert report.floors(results)[-3]["met"] is False
+    results["lease_expiries"] = 2
+    assert report.floors(results)[-2]["met"] is False
     results["density"]["calls"]["summary"]["p99_ms"] = 1200.0
     assert report.floors(results)[-1]["met"] is False
     results["density"]["live_sessions"] = 100  # fewer than the floor's: not judged
     assert report.floors(results)[-1]["met"] is None
     assert "not judged: 100 live" in report.floors(results)[-1]["measured"]
-    del results["calls"]["library_loans"]["64"]
-    assert report.floors(results)[1]["met"] is None
+    del results["calls"]["library_loans"]["64"], results["episodes"]
+    unjudged = [f["floor"] for f in report.floors(results) if f["met"] is None]
+    assert len(unjudged) == 5 and unjudged[0].startswith("tool calls/s at concurrency 64")
