@@ -15,11 +15,13 @@ after it finds itself orphaned, since no supervisor is left to escalate.
 Metrics: the supervisor gives the workers a fresh private ``PROMETHEUS_MULTIPROC_DIR``, where
 prometheus_client keeps each process's values, so ``/metrics`` on any worker sums them all
 (``server.metrics``). A dead worker is marked dead there (its live gauges drop out, its counts
-stay); the directory is removed when the supervisor ends.
+stay); the directory is removed when the supervisor ends, or, when it could not (SIGKILL), by the
+next supervisor that starts: a supervisor holds a ``flock`` on its directory while it runs.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import multiprocessing
 import os
@@ -30,6 +32,7 @@ import tempfile
 import threading
 import time
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -46,6 +49,8 @@ RESTART_DELAY = 1.0
 STOP_TIMEOUT = 30.0
 ORPHAN_GRACE = 10.0
 ORPHAN_POLL = 0.5
+METRICS_PREFIX = "envscaler-metrics-"
+METRICS_DIR_MIN_AGE = 10.0  # seconds: a younger one may be about to be locked
 
 
 def default_count() -> int:
@@ -84,6 +89,33 @@ def _kill_when_orphaned(supervisor: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _locked_metrics_dir() -> tuple[str, int]:
+    """A fresh private directory for the workers' metric files, and a descriptor that holds its
+    lock (not inherited: the lock ends with the supervisor)."""
+    _remove_stale_metrics_dirs()
+    path = tempfile.mkdtemp(prefix=METRICS_PREFIX)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return path, fd
+
+
+def _remove_stale_metrics_dirs() -> None:
+    """Those of supervisors that ended without removing theirs: unlocked, and not brand new."""
+    for path in Path(tempfile.gettempdir()).glob(METRICS_PREFIX + "*"):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if time.time() - os.fstat(fd).st_mtime > METRICS_DIR_MIN_AGE:
+                shutil.rmtree(path, ignore_errors=True)
+        except BlockingIOError:
+            pass  # a live supervisor's
+        finally:
+            os.close(fd)
+
+
 class Supervisor:
     """Starts ``count`` workers, restarts any that dies, stops them all on SIGINT or SIGTERM."""
 
@@ -112,7 +144,7 @@ class Supervisor:
         guard = listening_socket(self.host, self.port)
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self._stop)
-        metrics_dir = tempfile.mkdtemp(prefix="envscaler-metrics-")
+        metrics_dir, metrics_lock = _locked_metrics_dir()
         os.environ[MULTIPROC_DIR_ENV] = metrics_dir  # inherited by the workers
         try:
             self.workers = [self._start() for _ in range(self.count)]
@@ -124,6 +156,7 @@ class Supervisor:
             self._stop_all()
             guard.close()
             shutil.rmtree(metrics_dir, ignore_errors=True)
+            os.close(metrics_lock)
 
     def _restart_dead(self) -> None:
         for index, worker in enumerate(self.workers):

@@ -11,6 +11,7 @@ socket root on the command line (runtimes, whose environment is replaced)."""
 from __future__ import annotations
 
 import http.client
+import os
 import secrets
 import signal
 import subprocess
@@ -25,7 +26,7 @@ from server.embedded_redis import free_port
 from tests import processes
 from tests.integration.gateway_fixtures import COUNTER, catalogue_root  # noqa: F401 - a fixture
 from tests.integration.serve_helpers import (all_ready, instance_of, on_each_worker, request,
-                                             serve, serve_env, wait_for)
+                                             serve, serve_env, wait_for, workers_of)
 
 # Seconds, on a busy 2-core machine: the parent-death signals act at once; a worker that missed
 # its own would live ORPHAN_GRACE (10 s) longer, and fail this.
@@ -146,3 +147,24 @@ def test_a_second_gateway_on_the_same_state_directory_is_refused(start: Start) -
     assert f"{first.state_dir / 'redis'} is in use by the Redis of another gateway" in " ".join(
         second.log.read_text().split())
     assert len([p for p in first.ours() if "redis-server" in p.cmdline]) == 1
+
+
+def _metrics_dir(gateway: Gateway) -> Path:
+    """The PROMETHEUS_MULTIPROC_DIR that the supervisor gave its workers."""
+    environ = Path(f"/proc/{workers_of(gateway.process.pid)[0]}/environ").read_bytes()
+    prefix = b"PROMETHEUS_MULTIPROC_DIR="
+    return Path(next(v[len(prefix):] for v in environ.split(b"\0") if v.startswith(prefix)).decode())
+
+
+def test_the_metrics_directory_of_a_killed_supervisor_is_removed_by_the_next(start: Start) -> None:
+    killed = start(2)
+    wait_for(lambda: all_ready(killed.port, 2), 90, "2 ready workers")
+    directory, before = _metrics_dir(killed), killed.ours()
+    killed.process.send_signal(signal.SIGKILL)
+    _assert_all_gone(killed, before)
+    assert directory.is_dir()  # nobody could remove it
+    os.utime(directory, (0, 0))  # old enough not to be one that is being created
+    following = start(2)
+    wait_for(lambda: all_ready(following.port, 2), 90, "2 ready workers")
+    assert not directory.exists()
+    assert _metrics_dir(following).is_dir()
