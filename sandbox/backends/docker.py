@@ -38,6 +38,7 @@ log = logging.getLogger("envscaler.sandbox.docker")
 MANAGED = "envscaler.managed"
 INSTANCE = "envscaler.instance"
 ROLE = "envscaler.role"
+TRUSTED_CAPABILITIES = ["SETUID", "SETGID", "KILL"]
 # Liveness is judged from heartbeat files under the socket root, so an instance may only judge
 # (and reap) sandboxes created under the same socket root.
 SOCKET_ROOT = "envscaler.socket-root"
@@ -105,7 +106,10 @@ class DockerBackend(SandboxBackend):
                         role: str) -> dict[str, Any]:
         cfg = self.config
         host_config = self.client.api.create_host_config(
-            network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            # Root with only these: the keeper and the checker run untrusted code as another
+            # user, which can then neither signal nor trace them (runtime/contain.py).
+            network_mode="none", read_only=True, cap_drop=["ALL"], cap_add=TRUSTED_CAPABILITIES,
+            security_opt=["no-new-privileges"],
             mem_limit=cfg.memory, memswap_limit=cfg.memory, nano_cpus=int(cfg.cpus * 1e9),
             pids_limit=cfg.pids, ipc_mode="none", runtime=cfg.docker_runtime, init=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_size}"},
@@ -114,7 +118,7 @@ class DockerBackend(SandboxBackend):
         all_labels = {**cfg.labels, **labels, MANAGED: "1", INSTANCE: self.instance, ROLE: role,
                       SOCKET_ROOT: str(cfg.socket_root), "envscaler.sandbox": sandbox_id}
         return {"image": cfg.image, "name": f"envscaler-{self.instance}-{sandbox_id}", "labels": all_labels,
-                "host_config": host_config, "user": "65534:65534", "network_disabled": True,
+                "host_config": host_config, "user": "0:0", "network_disabled": True,
                 "command": _command(role)}
 
     def _socket_dir(self, sandbox_id: str) -> Path:

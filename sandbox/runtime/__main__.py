@@ -28,7 +28,6 @@ def main(argv: list[str] | None = None) -> None:
     print(f"envscaler {args.role} pid {os.getpid()} listening on {args.socket}", file=sys.stderr,
           flush=True)
     if args.role == "checker":
-        contain.set_nondumpable()
         CheckerServer(listening, Checker(contained=contain.in_container())).serve_forever()
     elif args.control is not None:
         Keeper(listening, contain.bind_listening(args.control)).run()

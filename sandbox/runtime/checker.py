@@ -19,8 +19,9 @@ per check (about a millisecond, against ~12 ms for a fresh interpreter). Each ch
 
 In a container (``contained``) the checker is alone with its children: before and after every
 validation it kills every other process it can see, so nothing a check started (even in a new
-session or process group) outlives its validation. It also makes itself non-dumpable, so its
-children cannot trace it or read its memory.
+session or process group) outlives its validation. There it runs as root with only the rights to
+change user and to kill, and each child drops to the untrusted user before the check runs
+(``contain.drop_privileges``), so a check cannot signal or trace the checker.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ CHECK_FILENAME = "check.py"
 MAX_VERDICT_BYTES = 64 * 1024
 MAX_CHECKS = 256
 VERDICT_FD = 3
+STARVED_SHARE = 0.8
 _READ_CHUNK = 65536
 _CHILD_OPEN_FILES = 16
 
@@ -173,6 +175,7 @@ def _become_check(write_fd: int, budget: Budget, memory_bytes: int) -> None:
                          (resource.RLIMIT_NOFILE, (_CHILD_OPEN_FILES, _CHILD_OPEN_FILES)),
                          (resource.RLIMIT_FSIZE, (0, 0)), (resource.RLIMIT_CORE, (0, 0))):
         resource.setrlimit(limit, value)
+    contain.drop_privileges()
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -224,9 +227,10 @@ def _judge_overdue(child: _Child, budget: Budget) -> None:
     if timing is None:  # no scheduler statistics (e.g. gVisor): judge by the CPU it got
         cpu = contain.cpu_seconds(child.pid)
         child.starved = cpu is not None and cpu > 0.05 * budget.wall_seconds
-    else:
+    else:  # starved: runnable (waiting for a CPU) for nearly all the time it did not run
         running, waiting = timing
-        child.starved = waiting > budget.wall_seconds / 2 and running < budget.cpu_seconds
+        idle = max(budget.wall_seconds - running, 1e-9)
+        child.starved = waiting / idle > STARVED_SHARE and running < budget.cpu_seconds
     child.blocked = not child.starved
 
 

@@ -1,13 +1,17 @@
 """What the trusted processes of a sandbox (the keeper, the checker) do to stay in charge of it:
-kill everything else, wipe scratch space, refuse to be traced, read how a process was scheduled.
+run untrusted code under another user, kill everything else, wipe scratch space, read how a
+process was scheduled.
 
+In a container the trusted process is root with only ``CAP_SETUID``, ``CAP_SETGID`` and
+``CAP_KILL`` (the Docker backend grants nothing else); what it forks drops to ``UNTRUSTED_UID``
+before running environment or check code, so that code can neither signal nor trace the process
+that judges or recycles it, while that process can kill every process of the container.
 ``kill_all_others`` and ``wipe`` are only for a container, where every process but PID 1 and the
 caller belongs to the sandbox; they refuse to run anywhere else.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
@@ -16,7 +20,7 @@ import time
 from pathlib import Path
 
 CONTAINER_INITS = {b"docker-init", b"tini", b"/sbin/docker-init", b"/dev/init"}
-_PR_SET_DUMPABLE = 4
+UNTRUSTED_UID = UNTRUSTED_GID = 65534  # nobody
 _SWEEP_SECONDS = 5.0
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -24,6 +28,20 @@ _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 class NotContained(RuntimeError):
     """A sweep was asked for outside a container: it would kill the host user's processes."""
+
+
+class Survivors(RuntimeError):
+    """Processes outlived ``kill_all_others`` (the caller may not signal them)."""
+
+
+def drop_privileges() -> None:
+    """Become the untrusted user, with no capabilities, before running untrusted code (a no-op
+    unless this is root in a container: the process backend runs everything as its own user)."""
+    if os.getuid() != 0 or not in_container():
+        return
+    os.setgroups([])
+    os.setgid(UNTRUSTED_GID)
+    os.setuid(UNTRUSTED_UID)  # from root to another user: every capability is gone too
 
 
 def in_container() -> bool:
@@ -47,16 +65,36 @@ def kill_all_others() -> None:
         except ProcessLookupError:
             pass
         _reap_children()
-        if not [pid for pid in _pids() if pid not in (1, me)] or time.monotonic() > deadline:
+        survivors = [pid for pid in _pids() if pid not in (1, me)]
+        if not survivors:
             return
+        if time.monotonic() > deadline:
+            raise Survivors(f"processes {survivors[:10]} survived SIGKILL")
         time.sleep(0.001)  # PID 1 reaps the orphans
 
 
 def wipe(directory: Path) -> None:
     """Remove everything in ``directory`` (a tmpfs), whatever modes environment code set and
-    however deep it nested (iteratively: no recursion limit to hit)."""
+    however deep it nested. Done by a child as the untrusted user, the owner of those files (root
+    here has no right to override their modes)."""
     if not in_container():
         raise NotContained(f"refusing to wipe {directory} outside a container")
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            drop_privileges()
+            _remove_contents(directory)
+            status = 0
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise OSError(f"wiping {directory} failed (status {status})")
+
+
+def _remove_contents(directory: Path) -> None:
+    """Iteratively, post-order: no recursion limit for environment code to hit."""
     pending = [(entry, False) for entry in directory.iterdir()]
     while pending:
         path, emptied = pending.pop()
@@ -68,12 +106,6 @@ def wipe(directory: Path) -> None:
             os.chmod(path, stat.S_IRWXU)  # ours (same user), so ours to open again
             pending.append((path, True))
             pending.extend((child, False) for child in path.iterdir())
-
-
-def set_nondumpable() -> None:
-    """Forbid tracing this process and reading its memory to processes of the same user (what
-    it forks inherits this, so checks and runtimes cannot trace their siblings either)."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def kill_group(pgid: int) -> None:
@@ -119,14 +151,6 @@ def bind_listening(path: Path) -> socket.socket:
         os.umask(previous)
     sock.listen(64)
     return sock
-
-
-def reopen(sock: socket.socket) -> None:
-    """Give a listening socket's file its mode back (0o777), whatever environment code set."""
-    try:
-        os.chmod(sock.getsockname(), 0o777)
-    except OSError:  # gVisor refuses chmod on host sockets (so no one could change it either)
-        pass
 
 
 def _pids() -> list[int]:

@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import datetime as datetime_module
 import os
+import queue  # noqa: F401 - imported before install(): they bind the real clocks at import
 import random
+import subprocess  # noqa: F401 - (see the docstring)
 import threading
 import time
 import uuid

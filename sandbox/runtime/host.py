@@ -31,26 +31,31 @@ _MISSING = object()
 
 
 @dataclasses.dataclass(frozen=True)
-class _Blueprint:
-    """Everything needed to build the instance again, for ``reset``."""
+class _Recipe:
+    """Everything needed to build the environment again, for ``reset``: the module is executed
+    anew each time, so that nothing a session did to module globals or class attributes reaches
+    the next episode (a reset is then as good as a fresh sandbox)."""
 
-    cls: type
+    code: types.CodeType
     source_lines: list[str]
-    tools: dict[str, types.FunctionType]
+    class_name: str
+    tool_names: list[str]
     init_config: dict[str, Any]
     seed: int
     start_ns: int
     max_result_bytes: int
-    # Tool name -> signature of the bound method, computed on first call: it depends on the
-    # function only, and computing it took a third of the runtime's time per call.
-    signatures: dict[str, inspect.Signature] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Environment:
-    blueprint: _Blueprint
+    recipe: _Recipe
+    cls: type
+    tools: dict[str, types.FunctionType]
     instance: Any
     initial_state: dict[str, Any]  # the JSON-safe state right after instantiation
+    # Tool name -> signature of the bound method, computed on first call: it depends on the
+    # function only, and computing it took a third of the runtime's time per call.
+    signatures: dict[str, inspect.Signature] = dataclasses.field(default_factory=dict)
 
 
 class EnvHost:
@@ -73,26 +78,28 @@ class EnvHost:
             raise OperationError("BadRequest", "max_result_bytes must be positive")
         start_ns = _parse_clock_start(clock_start)
         self._env = None
-        self._determinism.reseed(seed, start_ns)  # module-level code sees seeded randomness too
         source_lines = source.splitlines()
-        cls = _find_class(_execute(source, source_lines), class_name)
-        blueprint = _Blueprint(cls, source_lines, _tool_functions(cls, tools), init_config, seed,
-                               start_ns, max_result_bytes)
-        self._env = self._build(blueprint)
-        return {"tools": list(blueprint.tools)}
+        try:
+            code = compile(source, ENV_FILENAME, "exec")
+        except BaseException as exc:  # noqa: BLE001 - SyntaxError, or a compiler limit
+            raise OperationError("LoadError", _describe_in_source(exc, source_lines)) from None
+        recipe = _Recipe(code, source_lines, class_name, tools, init_config, seed, start_ns,
+                         max_result_bytes)
+        self._env = self._build(recipe)
+        return {"tools": list(self._env.tools)}
 
     def reset(self, init_config: dict[str, Any] | None = None,
               seed: int | None = None) -> dict[str, Any]:
-        """A new instance from the loaded class; ``None`` keeps the previous value. When the new
-        instance cannot be built the host is left unloaded rather than half reset."""
-        blueprint = self._require().blueprint
-        blueprint = dataclasses.replace(
-            blueprint,
-            init_config=blueprint.init_config if init_config is None else init_config,
-            seed=blueprint.seed if seed is None else seed)
+        """The environment built anew (module and instance); ``None`` keeps the previous value.
+        When it cannot be built the host is left unloaded rather than half reset."""
+        recipe = self._require().recipe
+        recipe = dataclasses.replace(
+            recipe,
+            init_config=recipe.init_config if init_config is None else init_config,
+            seed=recipe.seed if seed is None else seed)
         self._env = None
-        self._env = self._build(blueprint)
-        return {"tools": list(blueprint.tools)}
+        self._env = self._build(recipe)
+        return {"tools": list(self._env.tools)}
 
     def call(self, name: str, arguments: dict[str, Any], executed: int | None = None) -> Any:
         """Run one advertised tool. Arguments are bound first, so a call that does not fit the
@@ -100,15 +107,14 @@ class EnvHost:
         runs). ``executed``: see `_expect`."""
         env = self._require()
         self._expect(executed)
-        function = env.blueprint.tools.get(name)
+        function = env.tools.get(name)
         if function is None:
-            raise OperationError("ToolNotFound",
-                                 f"{name!r} is not a tool of {env.blueprint.cls.__name__}")
+            raise OperationError("ToolNotFound", f"{name!r} is not a tool of {env.cls.__name__}")
         method = types.MethodType(function, env.instance)
         try:
-            signature = env.blueprint.signatures.get(name)
+            signature = env.signatures.get(name)
             if signature is None:
-                signature = env.blueprint.signatures[name] = inspect.signature(method)
+                signature = env.signatures[name] = inspect.signature(method)
             signature.bind(**arguments)
         except TypeError as exc:
             raise OperationError("ArgumentError", f"{name}: {exc}") from None
@@ -118,8 +124,8 @@ class EnvHost:
             result = method(**arguments)
         except BaseException as exc:  # noqa: BLE001 - env code's SystemExit is a tool error too
             raise OperationError("ToolException",
-                                 _describe_in_source(exc, env.blueprint.source_lines)) from None
-        return _bounded_result(name, result, env.blueprint.max_result_bytes)
+                                 _describe_in_source(exc, env.recipe.source_lines)) from None
+        return _bounded_result(name, result, env.recipe.max_result_bytes)
 
     def state(self, executed: int | None = None) -> dict[str, Any]:
         env = self._require()
@@ -146,27 +152,30 @@ class EnvHost:
             raise OperationError("NotLoaded", "no environment is loaded; send load first")
         return self._env
 
-    def _build(self, blueprint: _Blueprint) -> _Environment:
-        self._determinism.reseed(blueprint.seed, blueprint.start_ns)
+    def _build(self, recipe: _Recipe) -> _Environment:
+        # Seeded first: module-level code sees seeded randomness and the clock's start too.
+        self._determinism.reseed(recipe.seed, recipe.start_ns)
         self.executed = 0
-        instance = _instantiate(blueprint)
+        cls = _find_class(_execute(recipe.code, recipe.source_lines), recipe.class_name)
+        tools = _tool_functions(cls, recipe.tool_names)
+        instance = _instantiate(cls, recipe)
         try:
             initial_state = json.loads(dumps(_state(instance)))  # a copy no later call can touch
         except Exception as exc:  # noqa: BLE001 - e.g. a class without __dict__
-            raise OperationError("LoadError", f"reading the state of {blueprint.cls.__name__} "
+            raise OperationError("LoadError", f"reading the state of {cls.__name__} "
                                  f"failed: {describe_exception(exc)}") from None
-        return _Environment(blueprint, instance, initial_state)
+        return _Environment(recipe, cls, tools, instance, initial_state)
 
 
-def _execute(source: str, source_lines: list[str]) -> types.ModuleType:
-    """Run the source as module ``envscaler_env``. It stays in ``sys.modules`` (replaced by the
+def _execute(code: types.CodeType, source_lines: list[str]) -> types.ModuleType:
+    """Run the code as module ``envscaler_env``. It stays in ``sys.modules`` (replaced by the
     next load) because dataclasses, TypedDict and ``typing.get_type_hints`` look classes' modules
     up there, at definition time and later."""
     module = types.ModuleType(MODULE_NAME)
     module.__file__ = ENV_FILENAME
     sys.modules[MODULE_NAME] = module
     try:
-        exec(compile(source, ENV_FILENAME, "exec"), module.__dict__)  # noqa: S102 - the purpose
+        exec(code, module.__dict__)  # noqa: S102 - the purpose
     except BaseException as exc:  # noqa: BLE001 - whatever module-level code raises
         del sys.modules[MODULE_NAME]
         raise OperationError("LoadError", _describe_in_source(exc, source_lines)) from None
@@ -208,17 +217,16 @@ def _class_attribute(cls: type, name: str) -> Any:
     return _MISSING
 
 
-def _instantiate(blueprint: _Blueprint) -> Any:
+def _instantiate(cls: type, recipe: _Recipe) -> Any:
     """As EnvScaler: the same config object goes to the constructor and into the attributes."""
-    cls = blueprint.cls
-    init_config = copy.deepcopy(blueprint.init_config)
+    init_config = copy.deepcopy(recipe.init_config)
     try:
         instance = cls(init_config) if _takes_positional(cls) else cls()
         for key, value in init_config.items():
             setattr(instance, key, value)
     except BaseException as exc:  # noqa: BLE001 - whatever the constructor raises
         raise OperationError("LoadError", f"instantiating {cls.__name__} raised "
-                             f"{_describe_in_source(exc, blueprint.source_lines)}") from None
+                             f"{_describe_in_source(exc, recipe.source_lines)}") from None
     return instance
 
 

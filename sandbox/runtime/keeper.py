@@ -9,9 +9,10 @@ class attributes, threads, child processes, socket modes) is reachable from the 
 that dies on its own takes the keeper with it (same exit status), so the container stops and the
 gateway learns why, as when the runtime was the container's only process.
 
-Environment code runs as the keeper's user, so it can signal the keeper; the keeper is not
-traceable (``contain.set_nondumpable``), and a keeper that was killed or stopped simply fails to
-recycle, and the gateway removes the container instead.
+The keeper runs as root with only the capabilities to change user and to kill; the runtime it
+forks drops to the untrusted user before it runs anything (``contain.drop_privileges``), so
+environment code can neither signal, trace nor impersonate the keeper, nor change its sockets.
+A recycle that fails for any reason makes the gateway remove the container instead.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ class Keeper:
         self.runtime_pid = 0
 
     def run(self) -> NoReturn:
-        contain.set_nondumpable()
         for fd in (self._wake_read, self._wake_write):
             os.set_blocking(fd, False)
         signal.set_wakeup_fd(self._wake_write)
@@ -74,6 +74,7 @@ class Keeper:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 for fd in (self._wake_read, self._wake_write, self.control.fileno()):
                     os.close(fd)
+                contain.drop_privileges()
                 serve_runtime(self.runtime)
             finally:
                 os._exit(1)
@@ -104,8 +105,6 @@ class Keeper:
         """Kill the runtime and all it started, wipe the scratch space, start a fresh runtime."""
         contain.kill_all_others()
         contain.wipe(SCRATCH)
-        for sock in (self.runtime, self.control):
-            contain.reopen(sock)
         self.generation += 1
         self.runtime_pid = self._spawn()
 

@@ -321,6 +321,30 @@ def sandbox_alive(handle: dict[str, str], socket_root: Path) -> bool:
     return "State:\tZ" not in status
 
 
+def sandbox_released(handle: dict[str, str], socket_root: Path, wait: float = 5.0) -> bool:
+    """Whether the session's sandbox no longer holds anything of it: gone, or (Docker) recycled
+    in the background into a fresh runtime with nothing loaded."""
+    from sandbox.runtime import protocol
+
+    deadline = time.monotonic() + wait
+    while True:
+        if not sandbox_alive(handle, socket_root):
+            return True
+        try:
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.settimeout(1.0)
+                sock.connect(handle["socket_path"])
+                protocol.send_message(sock, {"op": "ping"})
+                reply = protocol.recv_message(sock)
+            if reply and reply["ok"] and reply["result"]["loaded"] is False:
+                return True
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
 def kill_sandbox(handle: dict[str, str], socket_root: Path) -> None:
     """Kill a session's sandbox from outside, as a crash or an operator would (no clean-up)."""
     if handle["backend"] == "docker":

@@ -17,7 +17,7 @@ from tests.integration.gateway_fixtures import (
     LIBRARY,
     REPO_ROOT,
     running_gateway,
-    sandbox_alive,
+    sandbox_released,
     sandbox_handle,
     session_record,
 )
@@ -138,7 +138,7 @@ async def test_whole_session_on_library_loans(make_settings, redis_client) -> No
             "session_id": session_id,
             "status": "closed",
         }
-        assert not sandbox_alive(handle, Path(make_settings().socket_root))
+        assert sandbox_released(handle, Path(make_settings().socket_root))
         again = await client.delete(f"/v1/sessions/{session_id}")
         assert again.status_code == 200 and again.json()["status"] == "closed"
         assert (await client.get(f"/v1/sessions/{session_id}")).json()["status"] == "closed"

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from sandbox.backends.process import ProcessBackend
+from sandbox.checkers import CheckBudget, CheckerPool
 from sandbox.config import parse_size
 from sandbox.client import RuntimeClient
 from sandbox.config import SandboxConfig
@@ -218,9 +219,9 @@ async def run_script(sandbox: Sandbox) -> list[str]:
 
 async def test_same_seed_and_calls_give_identical_bytes(backend: ProcessBackend) -> None:
     first, second = await open_sandbox(backend, seed=11), await open_sandbox(backend, seed=11)
-    # a ping and a check in between must not disturb the clock or the generators
+    # a ping and a snapshot in between must not disturb the clock or the generators
     await second.ping()
-    await second.check(["def check_func(final_state):\n    return True"], timeout_per_check=5)
+    await second.snapshot(timeout=5)
     script = await run_script(first)
     assert script == await run_script(second)
     other = [json.loads(reply) for reply in await run_script(await open_sandbox(backend, seed=12))]
@@ -258,8 +259,12 @@ async def test_results_over_the_cap_are_refused_and_the_session_goes_on(backend:
     assert await sandbox.call("huge", {"size": 3}, timeout=5) == "xxx"
 
 
-async def test_checks(backend: ProcessBackend) -> None:
+async def test_checks_judged_by_a_checker_on_the_snapshot(backend: ProcessBackend) -> None:
+    """A checker sandbox judges the states of a snapshot: each check in a child of its own, with
+    a CPU budget, its own copy of the states and a capped verdict."""
     sandbox = await open_sandbox(backend)
+    checkers = CheckerPool(backend, size=1, max_waiting=4, wait_timeout=10)
+    await checkers.start()
     await sandbox.call("add_note", {"text": "hello"}, timeout=5)
     checks = [
         ("def check_func(final_state):\n    return any(n['text'] == 'hello' "
@@ -275,17 +280,20 @@ async def test_checks(backend: ProcessBackend) -> None:
         "def helper(final_state):\n    return True",
         "import sys\nsys.exit(0)",
         ("import os\ndef check_func(final_state):\n"
-         "    os.write(3, b'x' * 200000)\n    return True"),  # fd 3: the driver's verdict pipe
+         "    os.write(3, b'x' * 200000)\n    return True"),  # fd 3: the child's verdict pipe
     ]
     started = time.monotonic()
-    verdicts = await sandbox.check(checks, timeout_per_check=1)
+    snapshot = await sandbox.snapshot(timeout=5)
+    verdicts = await checkers.check(checks, snapshot["initial"], snapshot["final"],
+                                    CheckBudget(cpu_seconds=1, memory_bytes=64 << 20))
     elapsed = time.monotonic() - started
+    await checkers.close()
     assert verdicts == [
         {"passed": True, "error": None},
         {"passed": False, "error": None},
         {"passed": False, "error": "KeyError: 'missing'"},
         {"passed": False, "error": "check_func returned int, not bool"},
-        {"passed": False, "error": "check timed out after 1 s"},
+        {"passed": False, "error": "check exceeded its CPU time budget of 1 s"},
         {"passed": True, "error": None},
         {"passed": True, "error": None},  # the mutations of the check before were its own
         {"passed": False, "error": "the source does not define a function check_func(final_state)"},
@@ -358,6 +366,7 @@ GATEWAY_SCRIPT = """
 import asyncio, sys
 from pathlib import Path
 from sandbox.backends.process import ProcessBackend
+from sandbox.checkers import CheckBudget, CheckerPool
 from sandbox.client import RuntimeClient
 from sandbox.config import SandboxConfig
 

@@ -155,12 +155,23 @@ def set_note(self, item_id: str, note: str) -> dict:
 async def test_state_that_survives_a_reset_breaks_determinism(hub: SandboxHub) -> None:
     result = await run_executable(hub, with_tool('''
 def visits(self) -> dict:
-    SEEN.append(1)
-    return {"success": True, "data": len(SEEN)}
-''', header="SEEN = []\n"))
+    import os
+    os.environ["VISITS"] = os.environ.get("VISITS", "") + "x"  # process state: survives a reset
+    return {"success": True, "data": len(os.environ["VISITS"])}
+'''))
     assert rules(result) == {"determinism"}
     assert "visits gave different results for the same calls from the same seed" in \
         result.problems[0].message
+
+
+async def test_module_globals_do_not_survive_a_reset(hub: SandboxHub) -> None:
+    """A reset executes the module anew, so it is as good as a fresh sandbox."""
+    result = await run_executable(hub, with_tool('''
+def visits(self) -> dict:
+    SEEN.append(1)
+    return {"success": True, "data": len(SEEN)}
+''', header="SEEN = []\n"))
+    assert "determinism" not in rules(result), result.problems
 
 
 async def test_a_tool_that_never_returns_stops_the_gate(hub: SandboxHub) -> None:

@@ -176,9 +176,10 @@ async def test_docker_socket_and_other_sessions_sockets_are_unreachable(
         answer = await result(client, sid, "connect_unix", path=path)
         assert answer["success"] is False, (path, answer)
     found = (await result(client, sid, "host_socket_root"))["data"]
-    assert found["listings"].pop("/run/envscaler") == ["runtime.sock"]
+    assert found["listings"].pop("/run/envscaler") == ["control.sock", "runtime.sock"]
     assert found["sources"], found  # the mount table names the host directory...
-    host_names = {p.name for p in Path(stage.socket_root).iterdir()} | {"runtime.sock"}
+    host_names = {p.name for p in Path(stage.socket_root).iterdir()} | {"runtime.sock",
+                                                                        "control.sock"}
     for path, listing in found["listings"].items():  # ...but that path leads nowhere in here
         if path in found["sources"]:
             assert isinstance(listing, str), (path, listing)
@@ -280,12 +281,15 @@ async def test_a_tool_that_kills_its_runtime(stage: Stage, client: httpx.AsyncCl
 async def test_killing_every_process_spares_all_but_its_own(stage: Stage,
                                                              client: httpx.AsyncClient) -> None:
     """kill(-1, SIGKILL) reaches only what the sandbox's user may signal in its own PID
-    namespace: nothing but init, which is exempt (and not the caller itself)."""
+    namespace: not init, which is exempt, and not the keeper, which runs as another user (the
+    kernel may still count the call as delivered). The session goes on in the same sandbox."""
     sid = await new_session(client, "self_destruct")
     response = await tool(client, sid, "kill_everything")
     body = response.json()
-    assert body["ok"] is False and body["error"]["type"] in {"ToolException", "SandboxCrashed"}
+    assert (body["ok"] is True and body["result"]["data"] == "survived") or \
+        body["error"]["type"] == "ToolException", body
     assert (await result(client, sid, "note", text="after"))["data"] == 1
+    assert [entry.get("replay") for entry in await entries(client, sid)] == [True, True]
 
 
 @pytest.mark.parametrize("signal_number", [9, 15, 2])
