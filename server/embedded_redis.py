@@ -24,7 +24,7 @@ from pathlib import Path
 
 import redis
 
-from sandbox.parent_death import die_with_parent
+from sandbox.runtime.contain import die_with_parent
 
 STARTUP_TIMEOUT = 10.0
 LOCK_NAME = "redis.lock"

@@ -23,7 +23,10 @@ NoChecklist            409     the session's scenario has no check functions to 
 RequestTooLarge        413     the request body exceeds ``ENVSCALER_MAX_REQUEST_BYTES``
 SessionExpired         410     the session was idle longer than the session TTL
 CapacityExhausted      429     every sandbox slot is taken (``Retry-After``)
-CapacityExhausted      503     sandboxes cannot be created now (rate limit; ``Retry-After``)
+CapacityExhausted      503     sandboxes cannot be created now, or no checker is free
+                               (``Retry-After``)
+ChecksStarved          503     the machine gave the checks too little CPU to judge them
+                               (``Retry-After``); no reward was computed
 BackendUnavailable     503     the sandbox backend or Redis is down (``Retry-After``)
 SessionBusy            503     the session is locked by a long operation (``Retry-After``)
 Timeout                504     the tool call exceeded its deadline; the session stays usable

@@ -70,8 +70,8 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         422: "InvalidRequest or InvalidArguments, with the field to blame",
         429: "CapacityExhausted: every sandbox slot is taken (Retry-After)",
         500: "InternalError (details only in the server log)",
-        503: "CapacityExhausted (sandbox creation rate), BackendUnavailable or SessionBusy "
-        "(Retry-After)",
+        503: "CapacityExhausted (sandbox creation rate, no free checker), BackendUnavailable, "
+        "SessionBusy or ChecksStarved (Retry-After)",
         504: "Timeout: the tool exceeded its deadline; the session stays usable",
     }
     return {

@@ -38,7 +38,7 @@ from typing import Any
 import uvicorn
 from prometheus_client import multiprocess
 
-from sandbox.parent_death import die_with_parent
+from sandbox.runtime.contain import die_with_parent
 from server.app import configure_logging
 from server.metrics import MULTIPROC_DIR_ENV
 

@@ -35,7 +35,7 @@ from sandbox.client import wait_for_runtime
 from sandbox.config import SandboxConfig, parse_size
 from sandbox.errors import SandboxGone, SandboxUnavailable
 from sandbox.heartbeat import Heartbeat
-from sandbox.parent_death import die_with_parent
+from sandbox.runtime.contain import die_with_parent
 
 log = logging.getLogger(__name__)
 

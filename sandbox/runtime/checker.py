@@ -129,11 +129,12 @@ class Checker:
               budget: Budget) -> _Child:
         read_fd, write_fd = os.pipe()
         memory = contain.address_space_bytes() + budget.memory_bytes
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
             status = 1
             try:
-                _become_check(write_fd, budget, memory)
+                _become_check(parent, write_fd, budget, memory)
                 verdict = evaluate(source, initial_state, final_state)
                 _write_all(VERDICT_FD, json.dumps(verdict).encode())
                 status = 0
@@ -159,8 +160,10 @@ def _validate(checks: list[Any], budget: Budget) -> None:
         raise OperationError("BadRequest", "memory_bytes must be positive")
 
 
-def _become_check(write_fd: int, budget: Budget, memory_bytes: int) -> None:
-    """In the child: its own process group, only the verdict pipe open, and its limits."""
+def _become_check(parent_pid: int, write_fd: int, budget: Budget, memory_bytes: int) -> None:
+    """In the child: dies with the checker, its own process group, only the verdict pipe open,
+    and its limits."""
+    contain.die_with_parent(parent_pid)
     os.setpgid(0, 0)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_DFL)

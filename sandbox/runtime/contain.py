@@ -12,6 +12,7 @@ caller belongs to the sandbox; they refuse to run anywhere else.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -21,6 +22,8 @@ from pathlib import Path
 
 CONTAINER_INITS = {b"docker-init", b"tini", b"/sbin/docker-init", b"/dev/init"}
 UNTRUSTED_UID = UNTRUSTED_GID = 65534  # nobody
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child must not load libraries
 _SWEEP_SECONDS = 5.0
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -106,6 +109,19 @@ def _remove_contents(directory: Path) -> None:
             os.chmod(path, stat.S_IRWXU)  # ours (same user), so ours to open again
             pending.append((path, True))
             pending.extend((child, False) for child in path.iterdir())
+
+
+def die_with_parent(parent_pid: int, signum: int = signal.SIGKILL) -> None:
+    """Arm ``signum`` for when this process's parent dies, however it ends (even SIGKILL), then
+    close the race: a parent that died before it was armed has left this process re-parented,
+    and it dies at once. The signal fires when the *thread* that forked this process ends, so
+    fork from a thread that lives as long as the parent.
+
+    Only system calls, so it may run in a ``preexec_fn`` between fork and exec."""
+    if _LIBC.prctl(_PR_SET_PDEATHSIG, int(signum)) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signum)
 
 
 def kill_group(pgid: int) -> None:
