@@ -51,6 +51,7 @@ POOL_LEVELS = {
     "capacity": "Most sandboxes this gateway may run",
 }
 FAILURE_REASONS = ("create", "crash", "timeout")
+VALIDATION_OUTCOMES = ("judged", "starved", "busy")
 
 
 def _exposed(own: CollectorRegistry) -> CollectorRegistry:
@@ -109,6 +110,26 @@ class Metrics:
         self.sandbox_starts = Counter(
             "envscaler_sandbox_starts", "Sandboxes started", registry=self.registry
         )
+        self.sandbox_recycles = Counter(
+            "envscaler_sandbox_recycles",
+            "Sandboxes of ended sessions restarted in place and returned to the warm pool",
+            registry=self.registry,
+        )
+        self.validate_seconds = Histogram(
+            "envscaler_validate_seconds",
+            "Validation latency inside the gateway (snapshot and checks)",
+            buckets=CALL_BUCKETS,
+            registry=self.registry,
+        )
+        self.validations = Counter(
+            "envscaler_validations",
+            "Validations by outcome: judged (a reward), starved (503 ChecksStarved), "
+            "busy (503: no checker free)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in VALIDATION_OUTCOMES:
+            self.validations.labels(outcome)
         self.sandbox_failures = Counter(
             "envscaler_sandbox_failures",
             "Sandbox failures: reason=create (did not start), crash (died in use), "
@@ -119,13 +140,13 @@ class Metrics:
         for reason in FAILURE_REASONS:
             self.sandbox_failures.labels(reason)  # exposed at 0 before the first failure
         self._pool_stats: Callable[[], Any] = lambda: None
-        self._copied = (0, 0)  # the pool's started and failed counts already in the counters
+        self._copied = (0, 0, 0)  # the pool's started, failed, recycled counts already counted
         self._exposed = _exposed(self.registry)
 
     def watch_pool(self, stats: Callable[[], Any]) -> None:
         """Read the pool's levels and counts from ``stats`` (in the event loop, under
         multiprocess mode, so that the other workers' scrapes see them too)."""
-        self._pool_stats, self._copied = stats, (0, 0)
+        self._pool_stats, self._copied = stats, (0, 0, 0)
         if self._exposed is not self.registry:
             self._sync_every(asyncio.get_running_loop())
 
@@ -139,10 +160,11 @@ class Metrics:
             return
         for level, gauge in self.pool_levels.items():
             gauge.set(getattr(stats, level))
-        started, failed = self._copied
+        started, failed, recycled = self._copied
         self.sandbox_starts.inc(stats.started - started)
         self.sandbox_failures.labels("create").inc(stats.failed - failed)
-        self._copied = (stats.started, stats.failed)
+        self.sandbox_recycles.inc(stats.recycled - recycled)
+        self._copied = (stats.started, stats.failed, stats.recycled)
 
     def sandbox_failed(self, reason: str) -> None:
         self.sandbox_failures.labels(reason).inc()

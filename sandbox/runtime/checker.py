@@ -27,6 +27,7 @@ change user and to kill, and each child drops to the untrusted user before the c
 from __future__ import annotations
 
 import builtins
+import gc
 import json
 import math
 import os
@@ -104,17 +105,18 @@ def _failed(error: str) -> dict[str, Any]:
 class Checker:
     def __init__(self, contained: bool) -> None:
         self.contained = contained
+        self._clear()  # nothing but the checker from the start
+        gc.freeze()  # what exists now is never scanned again: a child's collections copy no pages
 
     def check(self, checks: list[Any], initial_state: dict[str, Any], final_state: dict[str, Any],
               budget: Budget) -> list[dict[str, Any]]:
         """Verdicts ``{"passed", "error"}`` in the order of ``checks``, or ``Starved``."""
         _validate(checks, budget)
-        self._clear()
         try:
             children = [self._fork(source, initial_state, final_state, budget) for source in checks]
             _collect(children, budget)
         finally:
-            self._clear()
+            self._clear()  # whatever the checks started dies with their validation
         starved = sum(child.starved for child in children)
         if starved:
             raise OperationError("Starved", f"{starved} of {len(children)} checks got too little "
@@ -164,6 +166,7 @@ def _become_check(parent_pid: int, write_fd: int, budget: Budget, memory_bytes: 
     """In the child: dies with the checker, its own process group, only the verdict pipe open,
     and its limits."""
     contain.die_with_parent(parent_pid)
+    gc.disable()  # a check is short-lived: collecting would only copy the parent's pages
     os.setpgid(0, 0)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_DFL)

@@ -13,6 +13,7 @@ caller belongs to the sandbox; they refuse to run anywhere else.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import socket
@@ -47,8 +48,10 @@ def drop_privileges() -> None:
     os.setuid(UNTRUSTED_UID)  # from root to another user: every capability is gone too
 
 
+@functools.cache
 def in_container() -> bool:
-    """Whether PID 1 is a container's init (so this is a PID namespace of our own)."""
+    """Whether PID 1 is a container's init (so this is a PID namespace of our own). Cached: it
+    cannot change, and forked checks would each read it again."""
     try:
         argv0 = Path("/proc/1/cmdline").read_bytes().split(b"\0")[0]
     except OSError:

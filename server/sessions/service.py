@@ -375,6 +375,7 @@ class SessionService:
 
     async def validate(self, caller: Principal, session_id: str) -> dict[str, Any]:
         check_session_id(session_id)
+        started = time.perf_counter()
         async with self.locks.locked(session_id) as held:
             record = self._checked(session_id, held.record, caller)
             env = self._env(record)
@@ -393,6 +394,8 @@ class SessionService:
         total = len(checklist)
         reward = round(passed / total, 4)
         self.metrics.reward.labels(env.id).observe(reward)
+        self.metrics.validations.labels("judged").inc()
+        self.metrics.validate_seconds.observe(time.perf_counter() - started)
         log.info(
             "validate session=%s env=%s scenario=%s reward=%.4f passed=%d total=%d",
             session_id,
@@ -435,9 +438,11 @@ class SessionService:
             return await self.checkers.check(checks, snapshot["initial"], snapshot["final"],
                                              self.check_budget)
         except ChecksStarved as exc:
+            self.metrics.validations.labels("starved").inc()
             raise ApiError(503, "ChecksStarved", f"{exc}; retry",
                            headers=retry_after(STARVED_RETRY_AFTER)) from exc
         except CapacityExhausted as exc:
+            self.metrics.validations.labels("busy").inc()
             raise ApiError(503, "CapacityExhausted", str(exc),
                            headers=retry_after(exc.retry_after)) from exc
         except ChecksKilledChecker as exc:
