@@ -38,3 +38,7 @@ class RuntimeFault(SandboxError):
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
+
+
+class SandboxStale(SandboxError):
+    """The container was recycled since this handle was taken: it belongs to someone else now."""

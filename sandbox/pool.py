@@ -1,10 +1,11 @@
 """A warm pool of ready sandboxes, refilled in the background under a creation-rate limit.
 
 Pooled sandboxes are environment-agnostic: a session claims one and loads its environment into
-it. When the session ends, its sandbox comes back (``release``): where the backend can, and the
-pool is short of its target, the container's keeper restarts the runtime in place (every process
-killed, ``/tmp`` wiped, a fresh interpreter: nothing of the session reachable) and the sandbox is
-ready again without the engine's help; otherwise it is destroyed. Cold creation refills the rest.
+it. When the session ends, its sandbox comes back (``release``), to the pool of whichever gateway
+process ended the session: where the backend can, the container's keeper restarts the runtime in
+place (every process killed, ``/tmp`` wiped, a fresh interpreter: nothing of the session
+reachable) and the sandbox is ready again without the engine's help; otherwise, or when the pool
+holds twice its target, it is destroyed. Cold creation refills the rest.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from typing import Any
 
 from sandbox.backends.base import RUNTIME, SandboxBackend
 from sandbox.config import SandboxConfig
-from sandbox.errors import CapacityExhausted, SandboxError
+from sandbox.errors import CapacityExhausted, SandboxError, SandboxStale
 from sandbox.sandbox import Sandbox
 
 log = logging.getLogger("envscaler.sandbox.pool")
 
 CLAIM_PING_TIMEOUT = 1.0
 RECYCLE_TIMEOUT = 5.0
+RECYCLE_WAIT = 0.5  # a claim with nothing ready waits this long for a recycle in flight
 MAX_RATE_WAIT = 2.0
 FAILURE_BACKOFF = 2.0
 SWEEP_INTERVAL = 10.0  # seconds between liveness probes of the warm sandboxes
@@ -76,6 +78,7 @@ class SandboxPool:
         self._wanted = asyncio.Event()
         self._refiller: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()  # renames and recycles in flight
+        self._recycled_one = asyncio.Event()  # pulsed when a recycle ends
 
     async def start(self) -> None:
         await self.backend.start()
@@ -88,7 +91,13 @@ class SandboxPool:
                          recycled=self._recycled)
 
     async def claim(self, session_id: str) -> Sandbox:
-        """A live sandbox for ``session_id``: warm when one is ready, otherwise started now."""
+        """A live sandbox for ``session_id``: warm when one is ready (or about to be, from a
+        recycle in flight: tens of milliseconds against a cold start's hundreds), otherwise
+        started now."""
+        if not self._ready and self._recycling:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(RECYCLE_WAIT):
+                    await self._recycled_one.wait()
         while self._ready:
             sandbox = self._ready.popleft()
             self._wanted.set()
@@ -106,28 +115,60 @@ class SandboxPool:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _release(self, sandbox: Sandbox) -> None:
-        """A session ended: recycle its sandbox in the background when the pool wants it."""
-        # Up to twice the target: a trainer's closing sessions then feed its next openings, and
-        # the refiller, which tops up to the target, rarely has to create a container cold.
-        wanted = len(self._ready) + self._recycling < 2 * self.config.pool_size
-        if not (self.backend.recyclable and wanted):
+    async def release(self, sandbox: Sandbox) -> None:
+        """A session ended, and ``sandbox`` is the one its record names (so no one else can have
+        recycled it): recycle it into this pool in the background, whichever gateway process
+        created it, when the pool wants it; otherwise destroy it now."""
+        if not (self.backend.recyclable and self._wants_more()):
             await sandbox.destroy()
             return
+        self._start_recycling(sandbox)
+
+    def reclaim(self, sandbox: Sandbox) -> None:
+        """A sandbox of this pool that its session no longer uses, and that the gateway which
+        replaced or ended it may have recycled for another session since: recycled (only if its
+        generation is still the one this pool gave out, see ``Sandbox.recycle``) or forgotten."""
+        if self.backend.recyclable:
+            self._start_recycling(sandbox)
+        else:
+            self._in_background(sandbox.destroy())
+
+    def _wants_more(self) -> bool:
+        # Up to twice the target: a trainer's closing sessions then feed its next openings, and
+        # the refiller, which tops up to the target, rarely has to create a container cold.
+        return len(self._ready) + self._recycling < 2 * self.config.pool_size
+
+    def _start_recycling(self, sandbox: Sandbox) -> None:
         self._recycling += 1
         self._in_background(self._recycle(sandbox))
 
     async def _recycle(self, sandbox: Sandbox) -> None:
         try:
             await sandbox.recycle(RECYCLE_TIMEOUT)
+        except SandboxStale:
+            sandbox.abandon()  # recycled already, by the gateway that ended its session
+            return
         except SandboxError as exc:
             log.warning("recycling sandbox %s failed (%s); destroying it", sandbox.id[:12], exc)
             await sandbox.destroy()
             return
         finally:
             self._recycling -= 1
+            self._recycled_one.set()
+            self._recycled_one.clear()
+        if not self._wants_more():
+            await sandbox.destroy()
+            return
         self._recycled += 1
-        self._ready.appendleft(sandbox)  # claimed first: its pages are still warm
+        self._ready.appendleft(self._own(sandbox))  # claimed first: its pages are still warm
+
+    def _own(self, sandbox: Sandbox) -> Sandbox:
+        """The sandbox as one of this pool's (one that another process created is adopted)."""
+        if sandbox.owner is self:
+            return sandbox
+        sandbox.abandon()  # the attached object; the container lives on under this pool
+        self._live += 1
+        return Sandbox(sandbox.handle, self.backend, on_destroy=self._forget, owner=self)
 
     async def _answers(self, sandbox: Sandbox) -> bool:
         try:
@@ -156,7 +197,7 @@ class SandboxPool:
             raise
         self._started += 1
         return Sandbox(handle, self.backend, on_destroy=self._forget,
-                       on_release=self._release if role == RUNTIME else None)
+                       owner=self if role == RUNTIME else None)
 
     def _forget(self, _sandbox: Sandbox) -> None:
         self._live -= 1

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sandbox.backends.base import CONTROL_NAME, SandboxBackend, SandboxHandle
 from sandbox.client import RuntimeClient
-from sandbox.errors import CallTimeout, SandboxError, SandboxGone
+from sandbox.errors import CallTimeout, RuntimeFault, SandboxError, SandboxGone, SandboxStale
+
+if TYPE_CHECKING:
+    from sandbox.pool import SandboxPool
 
 # A reply carries the result plus a few dozen bytes of envelope.
 REPLY_ENVELOPE_BYTES = 4096
@@ -26,13 +30,14 @@ class Sandbox:
 
     def __init__(self, handle: SandboxHandle, backend: SandboxBackend,
                  on_destroy: Callable[[Sandbox], None] | None = None,
-                 on_release: Callable[[Sandbox], Awaitable[None]] | None = None) -> None:
+                 owner: SandboxPool | None = None) -> None:
+        """``owner``: the pool that created (or adopted) this sandbox and counts it."""
         self.handle = handle
         self.backend = backend
         self.client = RuntimeClient(handle.socket_path)
         self.destroyed = False
+        self.owner = owner
         self._on_destroy = on_destroy
-        self._on_release = on_release
         # Set by ``load``; a sandbox attached to by handle keeps the defaults until it is loaded.
         self.max_result_bytes = DEFAULT_MAX_RESULT_BYTES
         self.max_state_bytes = DEFAULT_MAX_STATE_BYTES
@@ -43,8 +48,8 @@ class Sandbox:
 
     @property
     def pooled(self) -> bool:
-        """Whether it came from this process's pool, which may take it back (``release``)."""
-        return self._on_release is not None
+        """Whether it came from this process's pool (not attached to by handle)."""
+        return self.owner is not None
 
     async def _request(self, timeout: float, op: str, /, max_reply_bytes: int | None = None,
                        **fields: Any) -> Any:
@@ -118,22 +123,29 @@ class Sandbox:
         control = RuntimeClient(str(Path(self.handle.socket_path).with_name(CONTROL_NAME)))
         try:
             async with asyncio.timeout(timeout):
-                fresh = await control.request({"op": "recycle"})
+                fresh = await control.request({"op": "recycle",
+                                               "generation": self.handle.generation})
                 info = await self.client.request({"op": "ping"})
         except TimeoutError:
             raise CallTimeout(f"recycling exceeded {timeout:g} s", timeout) from None
+        except RuntimeFault as exc:
+            if exc.kind == "Stale":
+                raise SandboxStale(exc.message) from None
+            raise
         finally:
             control.close()
         if info.get("pid") != fresh.get("runtime_pid") or info.get("loaded") is not False:
             raise SandboxError(f"the recycled runtime is not the fresh one: {info} vs {fresh}")
+        self.handle = dataclasses.replace(self.handle, generation=fresh["generation"])
 
-    async def release(self) -> None:
-        """The sandbox's session is over: back to its pool (recycled) when the pool takes it,
-        destroyed otherwise."""
-        if self._on_release is None:
-            await self.destroy()
-        elif not self.destroyed:
-            await self._on_release(self)
+    def abandon(self) -> None:
+        """Stop using the sandbox without killing it: it was recycled for someone else."""
+        if self.destroyed:
+            return
+        self.destroyed = True
+        self.client.close()
+        if self._on_destroy is not None:
+            self._on_destroy(self)
 
     async def destroy(self) -> None:
         """Kill the sandbox; idempotent."""

@@ -6,6 +6,7 @@ import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sandbox.errors import SandboxUnavailable
 
@@ -33,21 +34,29 @@ def make_socket_dir(directory: Path) -> Path:
 
 @dataclass(frozen=True)
 class SandboxHandle:
-    """Everything needed to reach and to kill a sandbox; safe to store in Redis as a dict."""
+    """Everything needed to reach and to kill a sandbox; safe to store in Redis as a dict.
+
+    ``generation`` counts the recycles of the container (``runtime/keeper.py``): a handle of an
+    older generation names a container that has since served, or serves, another session, so a
+    recycle asked for with it is refused."""
 
     id: str
     socket_path: str
     backend: str
     instance: str
+    generation: int = 0
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "socket_path": self.socket_path, "backend": self.backend,
-                "instance": self.instance}
+                "instance": self.instance, "generation": self.generation}
 
     @classmethod
-    def from_dict(cls, data: dict[str, str]) -> SandboxHandle:
+    def from_dict(cls, data: dict[str, Any]) -> SandboxHandle:
+        generation = data.get("generation", 0)
+        if type(generation) is not int:
+            raise TypeError(f"generation must be an integer, not {generation!r}")
         return cls(id=data["id"], socket_path=data["socket_path"], backend=data["backend"],
-                   instance=data["instance"])
+                   instance=data["instance"], generation=generation)
 
 
 class SandboxBackend(ABC):

@@ -31,7 +31,7 @@ from sandbox.runtime.server import RuntimeServer
 
 SCRATCH = Path("/tmp")
 CONTROL_TIMEOUT = 1.0  # a control connection idle this long is dropped (the keeper is serial)
-FIELDS: dict[str, dict[str, Field]] = {"ping": {}, "recycle": {}}
+FIELDS: dict[str, dict[str, Field]] = {"ping": {}, "recycle": {"generation": Field((int,), True)}}
 
 
 def serve_runtime(listening: socket.socket) -> NoReturn:
@@ -91,9 +91,9 @@ class Keeper:
 
     def dispatch(self, request: Any) -> dict[str, Any]:
         try:
-            op, _ = parse_request(request, FIELDS)
+            op, fields = parse_request(request, FIELDS)
             if op == "recycle":
-                self.recycle()
+                self.recycle(fields["generation"])
             return protocol.ok({"pid": os.getpid(), "runtime_pid": self.runtime_pid,
                                 "generation": self.generation})
         except OperationError as exc:
@@ -101,8 +101,13 @@ class Keeper:
         except Exception as exc:  # noqa: BLE001 - e.g. fork failed: say so; the gateway gives up
             return protocol.error("RuntimeError", describe_exception(exc))
 
-    def recycle(self) -> None:
-        """Kill the runtime and all it started, wipe the scratch space, start a fresh runtime."""
+    def recycle(self, generation: int) -> None:
+        """Kill the runtime and all it started, wipe the scratch space, start a fresh runtime;
+        only if ``generation`` is the current one (else the caller's session ended long ago and
+        this runtime serves another: ``Stale``)."""
+        if generation != self.generation:
+            raise OperationError("Stale", f"generation {generation} was recycled already; this "
+                                 f"is generation {self.generation}")
         contain.kill_all_others()
         contain.wipe(SCRATCH)
         self.generation += 1

@@ -20,8 +20,9 @@ Check functions never run here (a process that ran environment code cannot be tr
 verdict): the checker (``checker.py``, its own sandbox) serves ``ping`` and ``check``
 ``checks, initial_state, final_state, cpu_seconds, wall_seconds, memory_bytes`` ->
 ``[{"passed": bool, "error": str | null}]``, or ``Starved`` when the machine gave the checks too
-little CPU to judge them. The keeper (``keeper.py``) serves ``ping`` and ``recycle`` on the
-control socket.
+little CPU to judge them. The keeper (``keeper.py``) serves ``ping`` and ``recycle``
+``generation`` (-> ``{"pid", "runtime_pid", "generation"}``, or ``Stale`` when that generation
+was recycled already) on the control socket.
 
 ``executed`` is the number of tool calls the caller believes ran since the last load or reset;
 when given and different, the operation is refused with ``Diverged`` and nothing runs.
@@ -39,6 +40,7 @@ Error types (``error.type``), all stable:
 - ``ToolException``: the tool raised; the message is ``"<ExcType>: <message>"``
 - ``ResultTooLarge``: the encoded result exceeds ``max_result_bytes`` (or a reply the frame limit)
 - ``Starved``: the checks could not be judged for lack of CPU (retry later)
+- ``Stale``: a recycle asked for with a generation the container has left behind
 - ``RuntimeError``: a fault of the runtime itself
 """
 

@@ -3,7 +3,6 @@ attach and ping, or claim, load and replay."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -135,18 +134,19 @@ class SessionSandboxes:
     def _let_go(self, sandbox: Sandbox) -> None:
         """Stop using a sandbox that no longer holds its session's state. One of our pool's goes
         back to it (in the background); one attached to by handle is only disconnected: whoever
-        replaced it removed it, and its owner may have recycled it for another session since."""
+        replaced it ended it, and may have recycled it for another session since."""
         if sandbox.destroyed:
             return
-        if not sandbox.pooled:
+        if sandbox.pooled:
+            self.pool.reclaim(sandbox)
+        else:
             sandbox.client.close()
-            return
-        task = asyncio.create_task(self.release_quietly(sandbox))
-        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
 
     async def release_quietly(self, sandbox: Sandbox) -> None:
+        """End the sandbox a record names: recycled into our pool (whoever created it), or
+        destroyed."""
         try:
-            await sandbox.release()
+            await self.pool.release(sandbox)
         except Exception as exc:  # noqa: BLE001 - best effort; reapers remove what is left
             log.warning("sandbox release failed sandbox=%s error=%s", sandbox.id[:12], exc)
 
@@ -327,23 +327,23 @@ class SessionSandboxes:
         )
 
     async def drop(self, record: Record) -> None:
-        """End the record's sandbox, whoever holds it: back to our pool (recycled) when it is
-        one of ours, killed otherwise."""
+        """End the record's sandbox, whoever created it: recycled into our pool where the
+        backend can, killed otherwise."""
         held = self.held.pop(record.id, None)
         handle = record.sandbox
         current = held is not None and bool(handle) and held.id == handle.get("id")
         if held is not None and not held.destroyed:
-            if held.pooled:
+            if current:
                 await self.release_quietly(held)
-            elif current:
-                await self.destroy_quietly(held)
             else:
                 self._let_go(held)
         if handle and not current:
             try:
-                await self.backend.destroy(SandboxHandle.from_dict(handle))
-            except Exception as exc:  # noqa: BLE001
-                log.warning("sandbox destroy failed session=%s error=%s", record.id, exc)
+                sandbox = self._attach(SandboxHandle.from_dict(handle))
+            except (KeyError, TypeError) as exc:
+                log.warning("unusable sandbox handle session=%s error=%s", record.id, exc)
+                return
+            await self.release_quietly(sandbox)
 
     async def with_sandbox(
         self, record: Record, lock: SessionLock, op: Callable[[Sandbox], Awaitable[T]]

@@ -66,3 +66,29 @@ async def test_closed_sessions_feed_the_pool_instead_of_new_containers(make_sett
         stats = app.state.pool.stats()
         assert stats.recycled == 6
         assert stats.started <= 4, stats  # the warm pool's own, not one per session
+
+
+async def test_a_session_ended_on_another_gateway_recycles_into_that_gateways_pool(
+        make_settings) -> None:
+    """Workers of one host share sessions: the one that ends a session recycles its container
+    into its own pool; the creator's stale hold on it is refused by generation, so it can never
+    end the session that container serves next."""
+    settings = make_settings(pool_size=1)
+    async with running_gateway(settings) as (creator, first), \
+            running_gateway(settings) as (closer, second):
+        session_id = await new_session(first, "counter_lab")
+        await call(first, session_id, "increment", {"name": "a"})
+        container = await _container(creator, session_id)
+        assert (await second.delete(f"/v1/sessions/{session_id}")).status_code == 200
+        await _recycled(closer, 1)
+
+        reused = await new_session(second, "counter_lab")
+        assert await _container(closer, reused) == container
+        await creator.state.service.sandboxes.forget_stale()  # the creator lets go of its hold
+        for _ in range(100):
+            if creator.state.pool.stats().live == creator.state.pool.stats().ready:
+                break
+            await asyncio.sleep(0.05)
+        assert creator.state.pool.stats().recycled == 0  # refused: generation moved on
+        answer = await call(second, reused, "increment", {"name": "a"})
+        assert answer["result"]["data"]["value"] == 1  # the new session, untouched
