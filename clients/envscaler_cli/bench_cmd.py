@@ -16,15 +16,17 @@ console = Console(stderr=True, highlight=False)
 
 
 def bench(
-    quick: Annotated[bool, typer.Option("--quick", help="every figure, briefly (under 2 minutes)")]
+    quick: Annotated[bool, typer.Option("--quick", help="every figure, briefly (about 3 minutes)")]
     = False,
     full: Annotated[bool, typer.Option(
-        "--full", help="longer windows, 1,000 live sessions, 500 rollouts (about 15 minutes)")]
+        "--full", help="longer windows, 1,000 live sessions, episodes at 64 and 256 opened or "
+        "reset (about 15 minutes)")]
     = False,
     out: Annotated[Path, typer.Option(help="where results.json, results.md and the PNG plots go")]
     = Path("bench/results"),
 ) -> None:
-    """Benchmark tool calls, sessions, density and the client; print the Markdown table."""
+    """Benchmark tool calls, sessions, validation, episodes and density against the floors;
+    print the Markdown table."""
     if quick and full:
         console.print("[red]error:[/red] choose --quick or --full")
         raise typer.Exit(2)
