@@ -48,6 +48,7 @@ MAX_VERDICT_BYTES = 64 * 1024
 MAX_CHECKS = 256
 VERDICT_FD = 3
 STARVED_SHARE = 0.8
+EXIT_POLL_SECONDS = 0.01  # how often children that closed no pipe are checked for having exited
 _READ_CHUNK = 65536
 _CHILD_OPEN_FILES = 16
 
@@ -191,8 +192,9 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _collect(children: list[_Child], budget: Budget) -> None:
-    """Read every verdict until its child closes the pipe or the wall deadline passes; then
-    kill each child's group and reap it with its CPU time."""
+    """Read every verdict until its child has ended (its pipe closed, or it exited while
+    something it started holds the pipe open) or the wall deadline passes; then kill each
+    child's group and reap it with its CPU time."""
     deadline = time.monotonic() + budget.wall_seconds
     with selectors.DefaultSelector() as selector:
         for child in children:
@@ -201,16 +203,31 @@ def _collect(children: list[_Child], budget: Budget) -> None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            for key, _ in selector.select(remaining):
+            for key, _ in selector.select(min(remaining, EXIT_POLL_SECONDS)):
                 if not _read(key.data):
+                    selector.unregister(key.fd)
+            for key in list(selector.get_map().values()):
+                if _reap(key.data, os.WNOHANG):
+                    _read(key.data)  # what it wrote before it exited
                     selector.unregister(key.fd)
         for key in list(selector.get_map().values()):  # still running at the deadline
             _judge_overdue(key.data, budget)
     for child in children:
-        contain.kill_group(child.pid)
-        _, child.status, usage = os.wait4(child.pid, 0)
-        child.cpu_seconds = usage.ru_utime + usage.ru_stime
+        contain.kill_group(child.pid)  # with whatever it left in its group
+        if child.status is None:
+            _reap(child, 0)
         os.close(child.fd)
+
+
+def _reap(child: _Child, flags: int) -> bool:
+    """Collect the child's exit status and CPU time; False while it still runs (``WNOHANG``)."""
+    if child.status is not None:
+        return True
+    pid, status, usage = os.wait4(child.pid, flags)
+    if pid == 0:
+        return False
+    child.status, child.cpu_seconds = status, usage.ru_utime + usage.ru_stime
+    return True
 
 
 def _read(child: _Child) -> bool:
@@ -230,9 +247,8 @@ def _judge_overdue(child: _Child, budget: Budget) -> None:
     """A child past the wall deadline: starved if it spent most of its time waiting for a CPU,
     otherwise blocked (it slept or waited on something that never came)."""
     timing = contain.schedstat(child.pid)
-    if timing is None:  # no scheduler statistics (e.g. gVisor): judge by the CPU it got
-        cpu = contain.cpu_seconds(child.pid)
-        child.starved = cpu is not None and cpu > 0.05 * budget.wall_seconds
+    if timing is None:  # no scheduler statistics (gVisor): it wants a CPU now, or it sleeps
+        child.starved = contain.runnable(child.pid)
     else:  # starved: runnable (waiting for a CPU) for nearly all the time it did not run
         running, waiting = timing
         idle = max(budget.wall_seconds - running, 1e-9)

@@ -26,7 +26,6 @@ UNTRUSTED_UID = UNTRUSTED_GID = 65534  # nobody
 _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child must not load libraries
 _SWEEP_SECONDS = 5.0
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -144,13 +143,12 @@ def schedstat(pid: int) -> tuple[float, float] | None:
     return int(running) / 1e9, int(waiting) / 1e9
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a live ``pid``."""
+def runnable(pid: int) -> bool:
+    """Whether ``pid`` is running or waiting for a CPU (state R), not asleep or stopped."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
     except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        return False
 
 
 def address_space_bytes() -> int:

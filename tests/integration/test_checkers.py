@@ -1,0 +1,80 @@
+"""Checker sandboxes on the Docker backend (runc and gVisor): verdicts on CPU time, so a check
+that the machine starves is never judged failed, and checks that attack their checker cannot
+change another validation's verdicts."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from sandbox.backends.docker import DockerBackend
+from sandbox.checkers import CheckBudget, CheckerPool, ChecksStarved
+from sandbox.config import SandboxConfig
+from tests.conftest import new_instance
+
+pytestmark = pytest.mark.docker
+
+NEEDS_SECONDS_OF_CPU = "def check_func(final_state):\n    return sum(range(10**8)) > 0\n"
+PASSES = "def check_func(final_state):\n    return final_state['n'] == initial_state['n'] + 1\n"
+ATTACKS = ("import os, signal\n"
+           "def check_func(final_state):\n"
+           "    for pid in set(range(1, 300)) - {os.getpid()}:\n"
+           "        try:\n"
+           "            os.kill(pid, signal.SIGKILL)\n"
+           "        except OSError:\n"
+           "            pass\n"
+           "    if os.fork() == 0:\n"
+           "        os.setsid()\n"
+           "        import time\n"
+           "        while True:\n"
+           "            time.sleep(0.01)\n"
+           "    return True\n")
+
+
+RUNTIMES = pytest.mark.parametrize("runtime", [None, "runsc"], ids=["runc", "gvisor"])
+
+
+@asynccontextmanager
+async def checker_pool(config: SandboxConfig, runtime: str | None,
+                       cpus: float = 1.0) -> AsyncIterator[CheckerPool]:
+    config = dataclasses.replace(config, docker_runtime=runtime, pids=128, cpus=cpus)
+    pool = CheckerPool(DockerBackend(config, new_instance()), size=1, max_waiting=4,
+                       wait_timeout=30)
+    await pool.start()
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+async def test_a_check_starved_of_cpu_is_not_judged(docker_config: SandboxConfig) -> None:
+    """2% of a CPU until the wall deadline (10 s for a 1 s budget) is 0.2 s: a check that needs
+    seconds is starved, not failed; with its CPU, the same check passes. Under runc only: gVisor
+    counts the time the host throttled its threads as the check's CPU time (README)."""
+    runtime = None
+    async with checker_pool(docker_config, runtime, cpus=0.02) as checkers:
+        with pytest.raises(ChecksStarved):
+            await checkers.check([NEEDS_SECONDS_OF_CPU], {}, {},
+                                 CheckBudget(cpu_seconds=1.0, memory_bytes=64 << 20))
+    async with checker_pool(docker_config, runtime) as checkers:
+        verdicts = await checkers.check([NEEDS_SECONDS_OF_CPU], {}, {},
+                                        CheckBudget(cpu_seconds=30.0, memory_bytes=64 << 20))
+    assert verdicts == [{"passed": True, "error": None}]
+
+
+@RUNTIMES
+async def test_checks_that_attack_their_checker_change_no_later_verdict(
+        docker_config: SandboxConfig, runtime: str | None) -> None:
+    budget = CheckBudget(cpu_seconds=1.0, memory_bytes=64 << 20)
+    async with checker_pool(docker_config, runtime) as checkers:
+        first = await checkers.check([ATTACKS, PASSES], {"n": 1}, {"n": 2}, budget)
+        assert first[0] == {"passed": True, "error": None}  # its checker answered
+        # (its sibling, a check of the same validation and user, it may have killed)
+        for _ in range(3):  # nothing it started outlives its validation
+            assert await checkers.check([PASSES], {"n": 1}, {"n": 2}, budget) == \
+                [{"passed": True, "error": None}]
+            assert await checkers.check([PASSES], {"n": 1}, {"n": 3}, budget) == \
+                [{"passed": False, "error": None}]
