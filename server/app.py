@@ -28,6 +28,7 @@ from sandbox.pool import SandboxPool
 from server import errors
 from server.auth import Authenticator
 from server.catalogue import ServedCatalogue
+from server.fastcall import FastCalls
 from server.limits import BodyLimit
 from server.metrics import Metrics
 from server.responses import FastJSONResponse
@@ -159,6 +160,8 @@ def create_app(
     app.state.metrics = Metrics()
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    # Outermost of ours: tool calls, most of the traffic, skip the layers below (server.fastcall).
+    app.add_middleware(FastCalls, max_bytes=settings.max_request_bytes)
     # Sessions first: routes are matched in order, and tool calls are most of the traffic.
     app.include_router(sessions.router)
     app.include_router(health.router)

@@ -6,6 +6,8 @@ their own session; every other route depends on `server.auth.admin`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Body, Depends, Path, Request
 
 from server.auth import Principal, admin, principal
@@ -125,9 +127,23 @@ async def call_tool(
     session_id: str = SessionId,
     caller: Principal = Depends(principal),
 ) -> FastJSONResponse:
-    outcome = await service(request).call(
-        caller, session_id, body.name, body.arguments, body.call_id
+    # Most calls never get here: `server.fastcall` answers the well-formed ones before FastAPI's
+    # routing (with `answer_call` too); this route documents the endpoint and answers the rest.
+    return await answer_call(
+        service(request), caller, session_id, body.name, body.arguments, body.call_id
     )
+
+
+async def answer_call(
+    sessions: SessionService,
+    caller: Principal,
+    session_id: str,
+    name: str,
+    arguments: dict[str, Any] | str,
+    call_id: str | None,
+) -> FastJSONResponse:
+    """The answer to a tool call: its `CallResult`, or an `ApiError` (504 on a deadline)."""
+    outcome = await sessions.call(caller, session_id, name, arguments, call_id)
     if outcome.status == 504:
         raise ApiError(504, "Timeout", outcome.entry["error"]["message"])
     return FastJSONResponse(outcome.body())

@@ -1,0 +1,185 @@
+"""The tool call's usual case as pure ASGI, ahead of FastAPI's routing.
+
+``POST /v1/sessions/{id}/calls`` is most of the gateway's traffic. Through FastAPI it paid for the
+route matching, the dependency injection, the request model's validation, the content type's
+parsing and four middleware layers: a third of the gateway's CPU per call (py-spy, with the
+tool call benchmark). `FastCalls` answers it directly when the request is plainly well formed,
+through the same `server.routes.sessions.answer_call` as the route, its errors through the app's
+own exception handlers. Anything else goes to the app, with the body already read handed on
+unchanged, and is answered as before by the documented route (`server.routes.sessions.call_tool`):
+
+- another method or path, a non-empty ``root_path``, or a session id longer than the route allows;
+- no ``Content-Length``, or one over the body limit (`server.limits.BodyLimit` answers 413);
+- a content type other than ``application/json`` (parameters allowed);
+- a client that disconnects before its body is read;
+- a body that `orjson` does not parse (it refuses everything the standard library's parser, which
+  FastAPI uses, refuses, and more: NaN, lone surrogates, numbers out of range; where both parse,
+  they give the same value, but for integers beyond 64 bits, so a run of 19 digits goes to the app
+  too), or that does not plainly satisfy `server.models.CallRequest`;
+- a request that FastAPI's native OpenTelemetry instrumentation observes (only when an OTel
+  provider is configured), so that it keeps its spans.
+
+The order of checks is FastAPI's: a well-formed body is checked first, then the caller (401/403),
+then the session and the arguments (`server.sessions.SessionService.call`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from starlette._utils import is_async_callable
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+from server.routes.sessions import answer_call
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+PREFIX = "/v1/sessions/"
+SUFFIX = "/calls"
+MAX_SESSION_ID = 100  # server.routes.sessions.SessionId
+MAX_FIELD = 200  # CallRequest.name and .call_id
+FIELDS = frozenset(("name", "arguments", "call_id"))
+LONG_INTEGER = re.compile(rb"[0-9]{19}")  # 19 digits may be beyond 64 bits; 18 never are
+
+
+class FastCalls:
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session_id = _session_id(scope)
+        if session_id is None:
+            await self.app(scope, receive, send)
+            return
+        authorization = None
+        content_type = None
+        length = -1
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                if length == -1:
+                    length = int(value) if value.isdigit() else -2
+            elif name == b"content-type":
+                if content_type is None:
+                    content_type = value
+            elif name == b"authorization":
+                if authorization is None:
+                    authorization = value
+        if not (0 < length <= self.max_bytes) or content_type is None or not _json(content_type):
+            await self.app(scope, receive, send)
+            return
+        messages = []
+        chunks = []
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                await self.app(scope, _replay(messages, receive), send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        call = _call_request(b"".join(chunks) if len(chunks) > 1 else chunks[0])
+        if call is None:
+            await self.app(scope, _replay(messages, receive), send)
+            return
+        app = scope["app"]
+        try:
+            caller = app.state.auth.authenticate(
+                authorization.decode("latin-1") if authorization is not None else None
+            )
+            response = await answer_call(app.state.service, caller, session_id, *call)
+        except Exception as exc:
+            handler = _handler(app.exception_handlers, exc)
+            if handler is None:
+                raise  # to ServerErrorMiddleware (500), as from the route
+            request = Request(scope, receive)
+            if is_async_callable(handler):
+                response = await handler(request, exc)
+            else:
+                response = await run_in_threadpool(handler, request, exc)
+            exc.__traceback__ = None  # as Starlette does: the instance may be raised again
+            if response is None:
+                return
+        await response(scope, receive, send)
+
+
+def _session_id(scope: Scope) -> str | None:
+    """The session id of a tool call the fast path may take, else None."""
+    if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
+        return None
+    path: str = scope["path"]
+    if not (path.startswith(PREFIX) and path.endswith(SUFFIX)):
+        return None
+    session_id = path[len(PREFIX):-len(SUFFIX)]
+    if not 0 < len(session_id) <= MAX_SESSION_ID or "/" in session_id:
+        return None
+    if scope.get("fastapi.telemetry") is not None:
+        return None
+    return session_id
+
+
+def _json(content_type: bytes) -> bool:
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json"
+
+
+def _call_request(body: bytes) -> tuple[str, dict[str, Any] | str, str | None] | None:
+    """(name, arguments, call_id) of a body that is plainly a valid `CallRequest`, else None."""
+    if LONG_INTEGER.search(body) is not None:
+        return None  # orjson reads integers beyond 64 bits as floats; the standard library does not
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if type(value) is not dict or not value.keys() <= FIELDS:
+        return None
+    name = value.get("name")
+    if type(name) is not str or not 0 < len(name) <= MAX_FIELD:
+        return None
+    arguments = value.get("arguments", None)
+    if arguments is None:
+        if "arguments" in value:
+            return None  # null: the model refuses it
+        arguments = {}
+    elif type(arguments) is not dict and type(arguments) is not str:
+        return None
+    call_id = value.get("call_id")
+    if call_id is not None and (type(call_id) is not str or not 0 < len(call_id) <= MAX_FIELD):
+        return None
+    return name, arguments, call_id
+
+
+def _handler(handlers: dict[Any, Any], exc: Exception) -> Any:
+    """The handler Starlette's ExceptionMiddleware would use (FastAPI gives it every handler but
+    the one for ``Exception``/500, which is ServerErrorMiddleware's)."""
+    if isinstance(exc, HTTPException) and exc.status_code != 500:
+        handler = handlers.get(exc.status_code)
+        if handler is not None:
+            return handler
+    for cls in type(exc).__mro__:
+        if cls is Exception:
+            return None
+        if cls in handlers:
+            return handlers[cls]
+    return None
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """``receive`` that first hands out the messages already read."""
+    pending = list(reversed(messages))
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replayed
