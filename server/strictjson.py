@@ -13,11 +13,14 @@ import json
 import math
 from typing import Any
 
+# json.dumps(value, ensure_ascii=False, allow_nan=False), without making an encoder per call
+_STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
 
 def problem(value: Any) -> tuple[str, str] | None:
     """None when ``value`` is strict JSON; otherwise (dotted path of the culprit, reason)."""
     try:
-        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        _STRICT.encode(value).encode("utf-8")
         return None
     except RecursionError:
         return "", "is nested too deeply"

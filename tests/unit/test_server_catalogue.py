@@ -108,3 +108,69 @@ def test_broken_environment_folders_are_logged_and_skipped(
     served = ServedCatalogue(tmp_path)
     assert list(served.envs) == ["library_loans"]
     assert any("broken" in record.getMessage() for record in caplog.records)
+
+
+# jsonschema_rs accepts the usual calls before jsonschema is asked (server.catalogue.FAST_KEYWORDS)
+
+VALUES = [None, True, False, 0, 1, -1, 1.0, -0.0, 1.5, 2**70, "", "x", "é", "😀😀", "a\u0301",
+          [], [1], [1.0], [True], ["x", "x"], {}, {"a": 1}, {"a": True}]
+EDGE_SCHEMAS = [
+    {"type": "integer"},
+    {"type": "number"},
+    {"type": ["string", "null"]},
+    {"type": "string", "minLength": 2, "maxLength": 3},
+    {"enum": [1, "a", None, [1], {"a": 1}]},
+    {"enum": [True]},
+    {"const": 0},
+    {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2},
+    {"type": "object", "additionalProperties": {"type": "string"}},
+    {"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"],
+     "additionalProperties": False},
+]
+
+
+def _instances(schema: dict) -> list[object]:
+    """Every value, and objects made of the schema's own properties set to every value."""
+    instances: list[object] = list(VALUES)
+    names = [*schema.get("properties", {}), "extra"]
+    base = {name: "x" for name in schema.get("required", [])}
+    for name in names:
+        instances += [{**base, name: value} for value in VALUES]
+    return instances
+
+
+def test_every_catalogue_tool_is_judged_fast_first(catalogue: ServedCatalogue) -> None:
+    for env in catalogue.envs.values():
+        assert set(env.accepts) == set(env.validators), env.id
+
+
+def test_jsonschema_rs_accepts_only_what_jsonschema_accepts(catalogue: ServedCatalogue) -> None:
+    from jsonschema import Draft202012Validator
+
+    from server.catalogue import _fast_validator, _parameters
+
+    schemas = EDGE_SCHEMAS + [
+        _parameters(tool) for env in catalogue.envs.values() for tool in env.tools
+    ]
+    compared = 0
+    for schema in schemas:
+        accepts = _fast_validator(schema)
+        assert accepts is not None, schema
+        python = Draft202012Validator(schema)
+        for instance in _instances(schema):
+            assert accepts(instance) == python.is_valid(instance), (schema, instance)
+            compared += 1
+    assert compared > 10_000
+
+
+def test_other_keywords_are_judged_by_jsonschema_alone() -> None:
+    from server.catalogue import _fast_validator
+
+    for schema in (
+        {"type": "string", "pattern": "^[0-9]+$"},
+        {"type": "string", "format": "email"},
+        {"type": "number", "multipleOf": 0.1},
+        {"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}, "$defs": {"x": {}}},
+        {"type": "array", "uniqueItems": True},
+    ):
+        assert _fast_validator(schema) is None, schema
