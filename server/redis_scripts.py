@@ -13,7 +13,9 @@ hiredis (C). Under load many replies arrive in one read.
 Semantics kept from the redis-py client the gateway configures (`server.app`):
 
 - a command that gets no reply within ``timeout`` raises `redis.exceptions.TimeoutError`; the
-  connection is then dropped (what else it carried fails with it), as redis-py does;
+  connection is then dropped (what else it carried fails with it), as redis-py does (one timer per
+  connection watches the oldest command waiting for its reply: a timer per command, with
+  ``asyncio.timeout``, cost more than the rest of the client);
 - a connection that cannot be made, or drops, raises `redis.exceptions.ConnectionError`; the
   command is retried (3 times, backoff from 10 ms doubling to 0.5 s, jittered) on a new
   connection, as the gateway's redis-py ``Retry`` does, so a restarted Redis is reconnected to;
@@ -41,6 +43,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 RETRIES = 3
 BACKOFF_BASE = 0.01
 BACKOFF_CAP = 0.5
+TIMER_SLACK = 0.001  # the event loop's timers have a resolution of a millisecond
 
 
 class Script(Protocol):
@@ -51,6 +54,15 @@ class Script(Protocol):
 
 
 def _encode(args: list[Any]) -> bytes:
+    """A command in RESP: hiredis's (C) encoder, which takes str, bytes, int and float as this
+    module always did (floats by ``repr``, str as UTF-8), else `_encode_any`."""
+    try:
+        return hiredis.pack_command(tuple(args))  # type: ignore[no-any-return]
+    except TypeError:
+        return _encode_any(args)
+
+
+def _encode_any(args: list[Any]) -> bytes:
     parts = [b"*%d\r\n" % len(args)]
     for arg in args:
         if isinstance(arg, str):
@@ -62,11 +74,15 @@ def _encode(args: list[Any]) -> bytes:
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self) -> None:
+    def __init__(self, timeout: float) -> None:
         self.transport: asyncio.Transport | None = None
         self.reader = hiredis.Reader(replyError=ResponseError, encoding="utf-8")
-        self.pending: deque[asyncio.Future[Any]] = deque()
+        self.timeout = timeout
+        self.loop = asyncio.get_running_loop()
+        # Commands sent, oldest first: (future of the reply, deadline in loop time)
+        self.pending: deque[tuple[asyncio.Future[Any], float]] = deque()
         self.lost: BaseException | None = None
+        self._watch: asyncio.TimerHandle | None = None  # armed at most once, see _check
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -77,7 +93,7 @@ class _Connection(asyncio.Protocol):
             if not self.pending:  # a reply nobody asked for: the stream is out of step
                 self.abort(RedisConnectionError("Redis sent an unexpected reply"))
                 return
-            future = self.pending.popleft()
+            future, _ = self.pending.popleft()
             if not future.done():
                 future.set_result(reply)
 
@@ -92,17 +108,38 @@ class _Connection(asyncio.Protocol):
         self._fail_all(exc)
 
     def _fail_all(self, exc: BaseException) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         while self.pending:
-            future = self.pending.popleft()
+            future, _ = self.pending.popleft()
             if not future.done():
                 future.set_exception(exc)
 
     def send(self, data: bytes) -> asyncio.Future[Any]:
+        """Write a command; the future of its reply, which fails with
+        `redis.exceptions.TimeoutError` when none comes within ``timeout``."""
         assert self.transport is not None
-        future = asyncio.get_running_loop().create_future()
-        self.pending.append(future)
+        loop = self.loop
+        future = loop.create_future()
+        deadline = loop.time() + self.timeout
+        self.pending.append((future, deadline))
         self.transport.write(data)
+        if self._watch is None:
+            self._watch = loop.call_at(deadline, self._check)
         return future
+
+    def _check(self) -> None:
+        """The timer: drop the connection if its oldest command is past its deadline, else look
+        again at that command's deadline (replies come in order: the oldest is always first)."""
+        self._watch = None
+        if not self.pending or self.lost is not None:
+            return
+        deadline = self.pending[0][1]
+        if self.loop.time() + TIMER_SLACK >= deadline:
+            self.abort(RedisTimeoutError("Timeout reading from Redis"))
+        else:
+            self._watch = self.loop.call_at(deadline, self._check)
 
 
 class ScriptClient:
@@ -146,14 +183,7 @@ class ScriptClient:
 
     async def _roundtrip(self, data: bytes) -> Any:
         connection = await self._connected()
-        future = connection.send(data)
-        try:
-            async with asyncio.timeout(self.timeout):
-                return await future
-        except TimeoutError as exc:  # the deadline passed: drop the connection, as redis-py does
-            error = RedisTimeoutError("Timeout reading from Redis")
-            connection.abort(error)
-            raise error from exc
+        return await connection.send(data)  # past the deadline, the connection drops (_check)
 
     async def _connected(self) -> _Connection:
         connection = self._connection
@@ -170,13 +200,17 @@ class ScriptClient:
     async def _open(self) -> _Connection:
         loop = asyncio.get_running_loop()
         options = self._connect
+
+        def protocol() -> _Connection:
+            return _Connection(self.timeout)
+
         try:
             async with asyncio.timeout(self.connect_timeout):
                 if "path" in options:
-                    _, connection = await loop.create_unix_connection(_Connection, options["path"])
+                    _, connection = await loop.create_unix_connection(protocol, options["path"])
                 else:
                     _, connection = await loop.create_connection(
-                        _Connection, options.get("host", "localhost"), options.get("port", 6379))
+                        protocol, options.get("host", "localhost"), options.get("port", 6379))
         except (OSError, TimeoutError) as exc:
             raise RedisConnectionError(f"cannot connect to Redis: {exc!r}") from exc
         setup = []
@@ -187,9 +221,8 @@ class ScriptClient:
             setup.append(["SELECT", options["db"]])
         for command in setup:
             try:
-                async with asyncio.timeout(self.timeout):
-                    reply = await connection.send(_encode(command))
-            except (TimeoutError, RedisConnectionError) as exc:
+                reply = await connection.send(_encode(command))
+            except (RedisTimeoutError, RedisConnectionError) as exc:
                 connection.abort(RedisConnectionError("Redis did not answer the connection set-up"))
                 raise RedisConnectionError(f"Redis did not answer {command[0]}: {exc!r}") from exc
             if isinstance(reply, ResponseError):

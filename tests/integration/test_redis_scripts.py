@@ -105,6 +105,48 @@ async def test_timeout_then_reconnect_after_restart(tmp_path: Path) -> None:
         server.stop()
 
 
+async def test_commands_in_flight_on_a_hung_redis_time_out_together(tmp_path: Path) -> None:
+    """One timer watches the oldest command: when it passes its deadline, the connection drops
+    and every command on it fails with it, each within about ``timeout`` of being sent."""
+    server = EmbeddedRedis(tmp_path / "r", persistent=False).start()
+    fast = ScriptClient.for_url(server.url, timeout=0.4, connect_timeout=0.5)
+    assert fast is not None
+    script = aioredis.Redis().register_script("return 1")
+    loop = asyncio.get_running_loop()
+    try:
+        assert await fast.evalsha(script, [], []) == 1
+        for _ in range(3):  # an idle connection's timer never drops it
+            await asyncio.sleep(0.2)
+            assert await fast.evalsha(script, [], []) == 1
+        assert server.process is not None
+        os.kill(server.process.pid, signal.SIGSTOP)
+        try:
+            started = loop.time()
+            first = asyncio.ensure_future(fast.evalsha(script, [], []))
+            await asyncio.sleep(0.2)
+            later = [asyncio.ensure_future(fast.evalsha(script, [], [])) for _ in range(5)]
+            results = await asyncio.gather(first, *later, return_exceptions=True)
+            elapsed = loop.time() - started
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+        assert all(isinstance(r, RedisTimeoutError) for r in results), results
+        assert 0.35 <= elapsed < 1.5, elapsed  # the first command's deadline ended them all
+        assert await fast.evalsha(script, [], []) == 1  # a new connection
+    finally:
+        fast.close()
+        server.stop()
+
+
+def test_commands_are_encoded_as_before() -> None:
+    from server.redis_scripts import _encode, _encode_any
+
+    for args in (
+        ["EVALSHA", "a" * 40, 2, "k1", "k2", b"token", 25000, "", "é", repr(1.5), 2**70, -3],
+        ["SET", "k", 0.1 + 0.2, 1e-7, float("inf"), True, bytearray(b"b")],  # _encode_any's
+    ):
+        assert _encode(args) == _encode_any(args)
+
+
 async def test_url_options(tmp_path: Path) -> None:
     assert ScriptClient.for_url("rediss://example:6380/0", 1, 1) is None  # TLS: redis-py's
     server = EmbeddedRedis(tmp_path / "r", persistent=False).start()
