@@ -139,6 +139,8 @@ class Metrics:
         )
         for reason in FAILURE_REASONS:
             self.sandbox_failures.labels(reason)  # exposed at 0 before the first failure
+        # (env, tool) -> its histogram: ``labels`` takes a lock and builds a key on every call
+        self._tool_calls: dict[tuple[str, str], Any] = {}
         self._pool_stats: Callable[[], Any] = lambda: None
         self._copied = (0, 0, 0)  # the pool's started, failed, recycled counts already counted
         self._exposed = _exposed(self.registry)
@@ -165,6 +167,13 @@ class Metrics:
         self.sandbox_failures.labels("create").inc(stats.failed - failed)
         self.sandbox_recycles.inc(stats.recycled - recycled)
         self._copied = (stats.started, stats.failed, stats.recycled)
+
+    def tool_call(self, env: str, tool: str, seconds: float) -> None:
+        """Observe a tool call's latency (``envscaler_tool_call_seconds{env, tool}``)."""
+        child = self._tool_calls.get((env, tool))
+        if child is None:
+            child = self._tool_calls[(env, tool)] = self.tool_call_seconds.labels(env, tool)
+        child.observe(seconds)
 
     def sandbox_failed(self, reason: str) -> None:
         self.sandbox_failures.labels(reason).inc()

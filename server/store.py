@@ -70,8 +70,8 @@ that long (``GET /v1/sessions/{id}``, ``/trajectory``, ``/state``, ``/validate``
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,7 +298,7 @@ class SessionStore:
 
         Returns (acquired, record, index); the reads are meaningful only when acquired.
         """
-        token = uuid.uuid4().hex.encode()
+        token = os.urandom(16).hex().encode()  # as uuid4().hex (which costs four times as much)
         # Taken before the SET is sent: when the round trip fails, the SET may still land (a hung
         # Redis runs it when it wakes up), so the caller must be able to release it.
         lock.take(token)

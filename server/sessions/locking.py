@@ -96,11 +96,14 @@ class SessionLocks:
             local = self._locks[session_id] = _LocalLock()
         local.users += 1
         try:
-            try:
-                async with asyncio.timeout(wait):
-                    await local.lock.acquire()
-            except TimeoutError:
-                raise self._busy(session_id) from None
+            if local.users == 1:
+                await local.lock.acquire()  # no one else holds it or waits: taken at once
+            else:
+                try:
+                    async with asyncio.timeout(wait):
+                        await local.lock.acquire()
+                except TimeoutError:
+                    raise self._busy(session_id) from None
             try:
                 lock = self.store.lock(session_id, self.lease, wait)
                 try:

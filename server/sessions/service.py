@@ -260,7 +260,7 @@ class SessionService:
                     "lock's lease ran out, or its record expired); its effects were discarded"
                 )
         elapsed = time.perf_counter() - started
-        self.metrics.tool_call_seconds.labels(env.id, name).observe(elapsed)
+        self.metrics.tool_call(env.id, name, elapsed)
         if log.isEnabledFor(logging.INFO):
             error = entry.get("error") or {}
             log.info(
