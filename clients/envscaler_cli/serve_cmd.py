@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 from pathlib import Path
 
@@ -59,7 +60,10 @@ def serve(
         console.print(f"embedded Redis at {redis_server.url} (data in {redis_server.directory})")
     try:
         config = {"app": "server.app:create_app", "factory": True, "host": host, "port": port,
-                  "log_level": settings.log_level.lower()}
+                  "log_level": settings.log_level.lower(),
+                  # Access lines are INFO: above that uvicorn would still format each one's
+                  # client and path for nothing (a few per cent of a tool call's CPU).
+                  "access_log": _logs_info(settings.log_level)}
         count = workers or settings.workers or default_count()
         if count == 1:
             uvicorn.run(**config)
@@ -68,6 +72,11 @@ def serve(
     finally:
         if redis_server is not None:
             redis_server.stop()
+
+
+def _logs_info(level: str) -> bool:
+    number = logging.getLevelName(level.upper())
+    return not isinstance(number, int) or number <= logging.INFO  # unknown to logging: uvicorn's
 
 
 def _serve_workers(workers: int, config: dict[str, object]) -> None:
