@@ -2,8 +2,14 @@
 
 Rewards must not be forgeable by the code they judge, so checks never run where environment code
 ran: a checker is its own locked-down sandbox that never loads an environment. It receives the
-initial and final state as JSON and the check sources, parses the states once, and forks one child
-per check (about a millisecond, against ~12 ms for a fresh interpreter). Each child has
+initial and final state as JSON and the check sources and parses the states once. A fork of this
+warm interpreter costs about a millisecond, against ~12 ms for a fresh interpreter, and a
+validation costs one fork when its checks answer: a first pass runs them all in one child, each
+on fresh copies of the states, with the builtins restored and under a CPU timer of its own
+budget. Every check that does not answer a bool there (it raised, ran out of budget, ended the
+child, or was never reached) is judged again alone, in a child of its own, so every error is the
+one the check earns by itself. (A check that patches a module can still sway the checks after it
+in its own checklist's first pass; never another validation's.) Each child has
 
 - a CPU-time budget (``RLIMIT_CPU``, and the exact figure from ``wait4``), so a verdict never
   depends on how busy the machine is;
@@ -11,11 +17,11 @@ per check (about a millisecond, against ~12 ms for a fresh interpreter). Each ch
 - its own copy of the states (copy-on-write), so a check that mutates them changes nothing for
   the others;
 - only its verdict pipe open (every inherited descriptor, the gateway's connection included, is
-  closed), with the verdict capped at ``MAX_VERDICT_BYTES``;
-- a wall deadline far above its CPU budget. A child that reaches it without having spent its
-  budget was either blocked (sleeping: a failed check) or starved of CPU by the machine: then the
-  whole validation answers ``Starved``, which the gateway turns into a retryable 503, never into a
-  reward computed from starved checks.
+  closed), with the verdicts capped at ``MAX_VERDICT_BYTES``;
+- a wall deadline far above its CPU budget. A child alone that reaches it without having spent
+  its budget was either blocked (sleeping: a failed check) or starved of CPU by the machine: then
+  the whole validation answers ``Starved``, which the gateway turns into a retryable 503, never
+  into a reward computed from starved checks.
 
 In a container (``contained``) the checker is alone with its children: before and after every
 validation it kills every other process it can see, so nothing a check started (even in a new
@@ -27,6 +33,7 @@ change user and to kill, and each child drops to the untrusted user before the c
 from __future__ import annotations
 
 import builtins
+import copy
 import gc
 import json
 import math
@@ -111,10 +118,18 @@ class Checker:
 
     def check(self, checks: list[Any], initial_state: dict[str, Any], final_state: dict[str, Any],
               budget: Budget) -> list[dict[str, Any]]:
-        """Verdicts ``{"passed", "error"}`` in the order of ``checks``, or ``Starved``."""
+        """Verdicts ``{"passed", "error"}`` in the order of ``checks``, or ``Starved``.
+
+        A first pass runs every check in one child (a fork per validation, not per check), each
+        on fresh copies of the states and under its own CPU budget; its bool answers are kept.
+        Every other check (it raised, ran out of budget, or was never reached) is judged again
+        alone, in a child of its own."""
         _validate(checks, budget)
         try:
-            children = [self._fork(source, initial_state, final_state, budget) for source in checks]
+            verdicts = self._first_pass(checks, initial_state, final_state, budget)
+            again = [index for index, verdict in enumerate(verdicts) if verdict is None]
+            children = [self._fork([checks[index]], initial_state, final_state, budget)
+                        for index in again]
             _collect(children, budget)
         finally:
             self._clear()  # whatever the checks started dies with their validation
@@ -122,14 +137,24 @@ class Checker:
         if starved:
             raise OperationError("Starved", f"{starved} of {len(children)} checks got too little "
                                  f"CPU within {budget.wall_seconds:g} s; the machine is busy")
-        return [_verdict(child, budget) for child in children]
+        for index, child in zip(again, children, strict=True):
+            verdicts[index] = _verdict(child, budget)
+        return verdicts  # type: ignore[return-value] - every None was replaced
+
+    def _first_pass(self, checks: list[str], initial_state: dict[str, Any],
+                    final_state: dict[str, Any], budget: Budget) -> list[dict[str, Any] | None]:
+        if len(checks) < 2:
+            return [None] * len(checks)
+        child = self._fork(checks, initial_state, final_state, budget)
+        _collect([child], budget)
+        return _answers(child, len(checks))
 
     def _clear(self) -> None:
         if self.contained:
             contain.kill_all_others()
 
-    def _fork(self, source: str, initial_state: dict[str, Any], final_state: dict[str, Any],
-              budget: Budget) -> _Child:
+    def _fork(self, sources: list[str], initial_state: dict[str, Any],
+              final_state: dict[str, Any], budget: Budget) -> _Child:
         read_fd, write_fd = os.pipe()
         memory = contain.address_space_bytes() + budget.memory_bytes
         parent = os.getpid()
@@ -137,9 +162,11 @@ class Checker:
         if pid == 0:  # the child: never returns
             status = 1
             try:
-                _become_check(parent, write_fd, budget, memory)
-                verdict = evaluate(source, initial_state, final_state)
-                _write_all(VERDICT_FD, json.dumps(verdict).encode())
+                _become_check(parent, write_fd, budget, len(sources), memory)
+                if len(sources) == 1:  # alone: its copy-on-write states are its own already
+                    _say(evaluate(sources[0], initial_state, final_state))
+                else:
+                    _judge_in_turn(sources, initial_state, final_state, budget.cpu_seconds)
                 status = 0
             finally:
                 os._exit(status)
@@ -150,6 +177,46 @@ class Checker:
             pass  # already exited, or already its own group
         os.set_blocking(read_fd, False)
         return _Child(pid, read_fd)
+
+
+def _judge_in_turn(sources: list[str], initial_state: dict[str, Any],
+                   final_state: dict[str, Any], cpu_seconds: float) -> None:
+    """The first pass, in its child: one verdict line per check, each check on fresh copies of
+    the states, with the builtins as they were, and stopped by a profiling timer at its CPU
+    budget (the child's ``RLIMIT_CPU`` covers the sum, for code the timer cannot interrupt)."""
+    shared = vars(builtins)  # looked up once: while it is being restored, it is empty
+    builtins_before = dict(shared)
+
+    def over_budget(_signum: int, _frame: Any) -> None:
+        raise _OverBudget(f"check exceeded its CPU time budget of {cpu_seconds:g} s")
+
+    signal.signal(signal.SIGPROF, over_budget)
+    for source in sources:
+        signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
+        verdict = evaluate(source, copy.deepcopy(initial_state), copy.deepcopy(final_state))
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        shared.clear()
+        shared.update(builtins_before)
+        _say(verdict)
+
+
+class _OverBudget(Exception):
+    pass
+
+
+def _say(verdict: dict[str, Any]) -> None:
+    _write_all(VERDICT_FD, json.dumps(verdict).encode() + b"\n")
+
+
+def _answers(child: _Child, count: int) -> list[dict[str, Any] | None]:
+    """The first pass's verdicts that are bool answers (None for an error, a missing or a
+    garbled line)."""
+    lines = bytes(child.verdict).split(b"\n")
+    verdicts: list[dict[str, Any] | None] = []
+    for line in lines[:count] if not child.overflowed else []:
+        verdict = _parse(line)
+        verdicts.append(verdict if verdict is not None and verdict["error"] is None else None)
+    return verdicts + [None] * (count - len(verdicts))
 
 
 def _validate(checks: list[Any], budget: Budget) -> None:
@@ -163,9 +230,10 @@ def _validate(checks: list[Any], budget: Budget) -> None:
         raise OperationError("BadRequest", "memory_bytes must be positive")
 
 
-def _become_check(parent_pid: int, write_fd: int, budget: Budget, memory_bytes: int) -> None:
+def _become_check(parent_pid: int, write_fd: int, budget: Budget, checks: int,
+                  memory_bytes: int) -> None:
     """In the child: dies with the checker, its own process group, only the verdict pipe open,
-    and its limits."""
+    and its limits (CPU: the budget of each of its ``checks``)."""
     contain.die_with_parent(parent_pid)
     gc.disable()  # a check is short-lived: collecting would only copy the parent's pages
     os.setpgid(0, 0)
@@ -176,7 +244,7 @@ def _become_check(parent_pid: int, write_fd: int, budget: Budget, memory_bytes: 
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.closerange(VERDICT_FD + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-    cpu = max(1, math.ceil(budget.cpu_seconds))
+    cpu = max(1, math.ceil(budget.cpu_seconds * checks))
     for limit, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)),
                          (resource.RLIMIT_AS, (memory_bytes, memory_bytes)),
                          (resource.RLIMIT_NOFILE, (_CHILD_OPEN_FILES, _CHILD_OPEN_FILES)),
@@ -264,13 +332,21 @@ def _verdict(child: _Child, budget: Budget) -> dict[str, Any]:
                        "(it waited, not computed)")
     if child.overflowed:
         return _failed(f"check wrote more than {MAX_VERDICT_BYTES} bytes of verdict")
+    verdict = _parse(bytes(child.verdict).rstrip(b"\n"))
+    if verdict is None:
+        return _failed(f"check ended ({_describe_status(child.status)}) without a verdict")
+    return verdict
+
+
+def _parse(text: bytes) -> dict[str, Any] | None:
+    """A verdict line, or None when it is not exactly one."""
     try:
-        verdict = json.loads(child.verdict)
+        verdict = json.loads(text)
     except ValueError:
-        verdict = None
+        return None
     if (not isinstance(verdict, dict) or type(verdict.get("passed")) is not bool
             or not isinstance(verdict.get("error"), (str, type(None)))):
-        return _failed(f"check ended ({_describe_status(child.status)}) without a verdict")
+        return None
     return {"passed": verdict["passed"], "error": verdict["error"]}
 
 

@@ -1,0 +1,56 @@
+"""The checker's first pass: every check of a validation in one child, each on fresh copies of
+the states, with the builtins restored and under its own CPU budget; only the checks that did not
+answer a bool are judged again alone. Run in a subprocess of its own (the checker forks)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = """
+import json, sys
+from sandbox.runtime import checker
+checks = json.loads(sys.argv[1])
+budget = checker.Budget(cpu_seconds=0.5, wall_seconds=10, memory_bytes=64 << 20)
+c = checker.Checker(contained=False)
+print(json.dumps({"first": c._first_pass(checks, {"n": 1}, {"n": 2}, budget),
+                  "final": c.check(checks, {"n": 1}, {"n": 2}, budget)}))
+"""
+
+
+def check(*lines: str) -> str:
+    return "def check_func(final_state):\n" + "".join(f"    {line}\n" for line in lines)
+
+
+def judge(checks: list[str]) -> dict:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(checks)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(done.stdout)
+
+
+def test_bool_answers_are_kept_and_errors_are_judged_again_alone() -> None:
+    passes = check("return final_state['n'] == initial_state['n'] + 1")
+    fails = check("return final_state['n'] == 5")
+    mutates = check("final_state.clear()", "initial_state.clear()", "return True")
+    patches = check("import builtins", "builtins.len = lambda x: 0", "return True")
+    spins = check("while True:", "    pass")
+    raises = check("raise ValueError('no')")
+    uses_len = check("return len(final_state) == 1 and final_state['n'] == 2")
+    result = judge([passes, fails, mutates, patches, spins, raises, uses_len])
+    ok, no = {"passed": True, "error": None}, {"passed": False, "error": None}
+    assert result["first"] == [ok, no, ok, ok, None, None, ok]  # states and builtins were fresh
+    assert result["final"][:4] + result["final"][6:] == [ok, no, ok, ok, ok]
+    assert result["final"][4] == {"passed": False,
+                                  "error": "check exceeded its CPU time budget of 0.5 s"}
+    assert result["final"][5] == {"passed": False, "error": "ValueError: no"}
+
+
+def test_a_check_that_ends_the_first_pass_costs_only_the_checks_after_it_a_second_run() -> None:
+    passes = check("return True")
+    result = judge([passes, check("import os", "os._exit(0)"), passes])
+    assert result["first"] == [{"passed": True, "error": None}, None, None]
+    assert [verdict["passed"] for verdict in result["final"]] == [True, False, True]
