@@ -21,7 +21,7 @@ from sandbox.sandbox import Sandbox
 
 log = logging.getLogger("envscaler.sandbox.checkers")
 
-DEADLINE_MARGIN = 5.0  # beyond the checks' own wall deadline: transfer, fork, reap
+DEADLINE_MARGIN = 5.0  # beyond the checks' own wall deadlines: transfer, fork, reap
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,12 @@ class CheckBudget:
     @property
     def wall_seconds(self) -> float:
         return 5 * self.cpu_seconds + 5.0
+
+    @property
+    def deadline(self) -> float:
+        """How long a checker may take: a first pass and a second run may each reach the wall
+        deadline (``runtime/checker.py``)."""
+        return 2 * self.wall_seconds + DEADLINE_MARGIN
 
 
 class ChecksStarved(SandboxError):
@@ -125,7 +131,7 @@ async def _judge(checker: Sandbox, checks: list[str], initial_state: dict[str, A
         verdicts = await checker.check(
             checks, initial_state, final_state, cpu_seconds=budget.cpu_seconds,
             wall_seconds=budget.wall_seconds, memory_bytes=budget.memory_bytes,
-            timeout=budget.wall_seconds + DEADLINE_MARGIN)
+            timeout=budget.deadline)
     except RuntimeFault as exc:
         if exc.kind == "Starved":
             raise ChecksStarved(exc.message) from None

@@ -128,6 +128,8 @@ class Checker:
         try:
             verdicts = self._first_pass(checks, initial_state, final_state, budget)
             again = [index for index, verdict in enumerate(verdicts) if verdict is None]
+            if again:
+                self._clear()  # what the first pass started holds no process slot any more
             children = [self._fork([checks[index]], initial_state, final_state, budget)
                         for index in again]
             _collect(children, budget)
