@@ -4,8 +4,9 @@ Pooled sandboxes are environment-agnostic: a session claims one and loads its en
 it. When the session ends, its sandbox comes back (``release``), to the pool of whichever gateway
 process ended the session: where the backend can, the container's keeper restarts the runtime in
 place (every process killed, ``/tmp`` wiped, a fresh interpreter: nothing of the session
-reachable) and the sandbox is ready again without the engine's help; otherwise, or when the pool
-holds twice its target, it is destroyed. Cold creation refills the rest.
+reachable) and the sandbox is ready again without the engine's help; otherwise it is destroyed.
+Recycled sandboxes may hold the pool above its target while sessions come and go; what stays idle
+beyond the target is destroyed after ``IDLE_SURPLUS_SECONDS``. Cold creation refills the rest.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ RECYCLE_WAIT = 0.5  # a claim with nothing ready waits this long for a recycle i
 MAX_RATE_WAIT = 2.0
 FAILURE_BACKOFF = 2.0
 SWEEP_INTERVAL = 10.0  # seconds between liveness probes of the warm sandboxes
+IDLE_SURPLUS_SECONDS = 30.0  # a warm sandbox beyond the target is destroyed after this long idle
 
 
 class RateLimiter:
@@ -134,9 +136,10 @@ class SandboxPool:
             self._in_background(sandbox.destroy())
 
     def _wants_more(self) -> bool:
-        # Up to twice the target: a trainer's closing sessions then feed its next openings, and
-        # the refiller, which tops up to the target, rarely has to create a container cold.
-        return len(self._ready) + self._recycling < 2 * self.config.pool_size
+        """Whether a recycled sandbox is kept. Beyond the target too (the sweep trims what stays
+        idle): a trainer's closing sessions then feed its next openings, and nothing has to be
+        created cold while sessions open and close at the same pace."""
+        return self.config.pool_size > 0
 
     def _start_recycling(self, sandbox: Sandbox) -> None:
         self._recycling += 1
@@ -160,7 +163,9 @@ class SandboxPool:
             await sandbox.destroy()
             return
         self._recycled += 1
-        self._ready.appendleft(self._own(sandbox))  # claimed first: its pages are still warm
+        sandbox = self._own(sandbox)
+        sandbox.idle_since = time.monotonic()
+        self._ready.appendleft(sandbox)  # claimed first: its pages are still warm
 
     def _own(self, sandbox: Sandbox) -> Sandbox:
         """The sandbox as one of this pool's (one that another process created is adopted)."""
@@ -209,6 +214,7 @@ class SandboxPool:
                 async with asyncio.timeout(SWEEP_INTERVAL):
                     await self._wanted.wait()
             except TimeoutError:
+                await self._trim()
                 await self._sweep()  # a death sets _wanted: the next turn refills
                 continue
             self._wanted.clear()
@@ -224,6 +230,12 @@ class SandboxPool:
                 if failures:
                     log.error("warm pool refill failed: %s; retrying in %g s", failures[0], FAILURE_BACKOFF)
                     await asyncio.sleep(FAILURE_BACKOFF)
+
+    async def _trim(self) -> None:
+        """Destroy warm sandboxes beyond the target that stayed idle (the oldest are last)."""
+        idle_since = time.monotonic() - IDLE_SURPLUS_SECONDS
+        while len(self._ready) > self.config.pool_size and self._ready[-1].idle_since < idle_since:
+            await self._ready.pop().destroy()
 
     async def _sweep(self) -> None:
         """Replace warm sandboxes that died while they waited (the engine restarted, the kernel's

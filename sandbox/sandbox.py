@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ class Sandbox:
         self.client = RuntimeClient(handle.socket_path)
         self.destroyed = False
         self.owner = owner
+        self.idle_since = time.monotonic()  # when it was made or last went back to its pool
         self._on_destroy = on_destroy
         # Set by ``load``; a sandbox attached to by handle keeps the defaults until it is loaded.
         self.max_result_bytes = DEFAULT_MAX_RESULT_BYTES

@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from sandbox import pool as pool_module
 from tests.integration.gateway_fixtures import running_gateway
 from tests.reliability.helpers import call, new_session
 
@@ -66,6 +67,20 @@ async def test_closed_sessions_feed_the_pool_instead_of_new_containers(make_sett
         stats = app.state.pool.stats()
         assert stats.recycled == 6
         assert stats.started <= 4, stats  # the warm pool's own, not one per session
+
+
+async def test_sessions_that_close_together_all_come_back_and_the_idle_surplus_goes(
+        make_settings, monkeypatch) -> None:
+    async with running_gateway(make_settings(pool_size=1)) as (app, client):
+        sessions = [await new_session(client, "counter_lab") for _ in range(4)]
+        for session_id in sessions:
+            assert (await client.delete(f"/v1/sessions/{session_id}")).status_code == 200
+        await _recycled(app, 4)
+        assert app.state.pool.stats().ready >= 4  # above the target of 1: all came back
+        monkeypatch.setattr(pool_module, "IDLE_SURPLUS_SECONDS", 0.0)
+        await app.state.pool._trim()  # what the pool's sweep does every few seconds
+        assert app.state.pool.stats().ready == 1
+        assert app.state.pool.stats().live == 1
 
 
 async def test_a_session_ended_on_another_gateway_recycles_into_that_gateways_pool(
