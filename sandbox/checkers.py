@@ -11,16 +11,26 @@ validation tried once more on a fresh one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from sandbox.backends.base import CHECKER, SandboxBackend
-from sandbox.errors import CallTimeout, CapacityExhausted, RuntimeFault, SandboxError, SandboxGone
+from sandbox.errors import (
+    CallTimeout,
+    CapacityExhausted,
+    RuntimeFault,
+    SandboxError,
+    SandboxGone,
+    SandboxUnavailable,
+)
 from sandbox.sandbox import Sandbox
 
 log = logging.getLogger("envscaler.sandbox.checkers")
 
+SWEEP_INTERVAL = 10.0  # seconds between liveness probes of the idle checkers
+PING_TIMEOUT = 2.0
 DEADLINE_MARGIN = 5.0  # beyond the checks' own wall deadlines: transfer, fork, reap
 
 
@@ -61,11 +71,32 @@ class CheckerPool:
         self._idle: asyncio.Queue[Sandbox | None] = asyncio.Queue()
         self._waiting = 0
         self._all: set[Sandbox] = set()
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Start the checkers. A checker that fails to start is retried when first needed."""
+        """Start the checkers, and the sweep that replaces dead ones. A checker that fails to
+        start is retried by the sweep or when first needed."""
         for _ in range(self.size):
             self._idle.put_nowait(await self._start_one())
+        self._sweeper = asyncio.create_task(self._sweep_forever(), name="envscaler-checkers")
+
+    async def _sweep_forever(self) -> None:
+        """Replace checkers that died while idle (an engine restart, an operator's kill), so a
+        validation does not have to find out and the dead container is removed."""
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            for _ in range(self._idle.qsize()):
+                checker = self._idle.get_nowait()
+                self._idle.put_nowait(await self._alive_or_replaced(checker))
+
+    async def _alive_or_replaced(self, checker: Sandbox | None) -> Sandbox | None:
+        if checker is not None:
+            try:
+                await checker.ping(timeout=PING_TIMEOUT)
+                return checker
+            except SandboxError as exc:  # a ping that fails destroys its sandbox
+                log.warning("checker %s is dead (%s); replacing it", checker.id[:12], exc)
+        return await self._start_one()
 
     async def _start_one(self) -> Sandbox | None:
         try:
@@ -117,10 +148,18 @@ class CheckerPool:
         finally:
             self._waiting -= 1
 
-    async def health(self) -> dict[str, int]:
+    def health(self) -> dict[str, int]:
+        """Raise when no checker runs (validations cannot be judged); otherwise describe them."""
+        if not self._all:
+            raise SandboxUnavailable("no checker sandbox is running; the next validation starts "
+                                     "one")
         return {"checkers": len(self._all), "idle": self._idle.qsize(), "waiting": self._waiting}
 
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
         for checker in list(self._all):
             await checker.destroy()
 

@@ -122,6 +122,7 @@ def create_app(
             service = SessionService(settings, redis, catalogue, pool, checkers, backend, metrics)
             app.state.redis, app.state.catalogue = redis, catalogue
             app.state.backend, app.state.pool, app.state.service = backend, pool, service
+            app.state.checkers = checkers
             service.start()
             log.info(
                 "gateway started instance=%s backend=%s isolation=%s envs=%d pool_size=%d auth=%s",

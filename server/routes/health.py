@@ -1,4 +1,5 @@
-"""``/healthz`` (liveness), ``/readyz`` (Redis, sandbox backend, pool level), ``/metrics``."""
+"""``/healthz`` (liveness), ``/readyz`` (Redis, sandbox backend, checkers, pool level),
+``/metrics``."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ async def healthz(request: Request) -> Health:
 @router.get(
     "/readyz",
     response_model=Readiness,
-    summary="Readiness: Redis and the sandbox backend answer",
+    summary="Readiness: Redis, the sandbox backend and the checkers answer",
     responses={503: {"model": Readiness, "description": "A component does not answer"}},
 )
 async def readyz(request: Request) -> Response:
@@ -41,6 +42,10 @@ async def readyz(request: Request) -> Response:
         components["sandbox_backend"] = Component(ok=True, detail=dict(detail or {}))
     except Exception as exc:  # noqa: BLE001
         components["sandbox_backend"] = Component(ok=False, error=f"{type(exc).__name__}: {exc}")
+    try:
+        components["checkers"] = Component(ok=True, detail=dict(state.checkers.health()))
+    except Exception as exc:  # noqa: BLE001
+        components["checkers"] = Component(ok=False, error=f"{type(exc).__name__}: {exc}")
     stats = state.pool.stats()
     ready = all(c.ok for c in components.values())
     body = Readiness(

@@ -255,6 +255,8 @@ async def test_health_readiness_metrics_and_openapi(make_settings) -> None:
         body = ready.json()
         assert body["ready"] is True and body["isolation"] == app.state.backend.isolation
         assert body["components"]["redis"]["ok"] and body["components"]["sandbox_backend"]["ok"]
+        checkers = body["components"]["checkers"]
+        assert checkers["ok"] and checkers["detail"]["checkers"] == settings.checkers
         assert (
             set(body["pool"]) == {"ready", "target", "live", "capacity"}
             and body["pool"]["target"] == 2

@@ -98,15 +98,15 @@ async def test_docker_engine_restart(make_settings, tmp_path) -> None:
             metrics = (await client.get("/metrics")).text
             assert "envscaler_replay_mismatches_total 0.0" in metrics
 
-            # Nothing left behind: the dead containers are gone, the live ones are the sessions'
-            # and the warm pool's.
+            # Nothing left behind: the dead containers are gone, the live ones are the sessions',
+            # the warm pool's and the checkers' (replaced by their sweep).
             instance = gateway.instances[-1]
             deadline = time.monotonic() + 40
             while True:
                 stopped = containers_of(instance, running=False)
                 running = containers_of(instance, running=True)
                 ready = (await client.get("/readyz")).json()["pool"]
-                if not stopped and len(running) == 5 + ready["ready"]:
+                if not stopped and len(running) == 5 + ready["ready"] + settings.checkers:
                     break
                 assert time.monotonic() < deadline, (len(stopped), len(running), ready)
                 await asyncio.sleep(1)
