@@ -163,6 +163,7 @@ class SandboxPool:
             await sandbox.destroy()
             return
         self._recycled += 1
+        self._in_background(self.backend.name_session(sandbox.handle, None))
         sandbox = self._own(sandbox)
         sandbox.idle_since = time.monotonic()
         self._ready.appendleft(sandbox)  # claimed first: its pages are still warm

@@ -102,9 +102,10 @@ class SandboxBackend(ABC):
     async def health(self) -> dict[str, object]:
         """Raise when the backend cannot create sandboxes; otherwise describe it."""
 
-    async def name_session(self, handle: SandboxHandle, session_id: str) -> None:
-        """Make a pooled sandbox findable by the session that claimed it (labels are fixed when a
-        sandbox is created, before any session exists). The default does nothing."""
+    async def name_session(self, handle: SandboxHandle, session_id: str | None) -> None:
+        """Make a pooled sandbox findable by the session that claimed it, or (``None``) show it
+        is back in the pool (labels are fixed when a sandbox is created, before any session
+        exists). The default does nothing."""
 
     async def diagnose(self, handle: SandboxHandle) -> str:
         """Why a sandbox stopped answering (e.g. "killed: out of memory"); empty when unknown."""

@@ -190,9 +190,12 @@ class DockerBackend(SandboxBackend):
             self._unremoved.add(container_id)
             log.warning("removing sandbox %s failed (%s); will retry", container_id[:12], exc)
 
-    async def name_session(self, handle: SandboxHandle, session_id: str) -> None:
-        """Rename the container to end with the session id: Docker labels cannot change."""
-        name = f"envscaler-{self.instance}-{Path(handle.socket_path).parent.name}-{session_id}"
+    async def name_session(self, handle: SandboxHandle, session_id: str | None) -> None:
+        """Rename the container to end with the session id (or back to its pool name):
+        Docker labels cannot change."""
+        name = f"envscaler-{handle.instance}-{Path(handle.socket_path).parent.name}"
+        if session_id is not None:
+            name += f"-{session_id}"
         try:
             await asyncio.to_thread(self.client.api.rename, handle.id, name)
         except ENGINE_ERRORS as exc:  # gone already, a name Docker refuses, no engine: cosmetic

@@ -226,7 +226,8 @@ async def test_soak(redis_url: str, sandbox_image: str, socket_root: Path,
             assert "envscaler_replay_mismatches_total 0.0" in metrics
 
             # Leaks. Abandoned sessions expire after the session TTL; the dead instance's
-            # containers are reaped once its heartbeat is stale; then only the pool is left.
+            # containers are reaped once its heartbeat is stale; then only the pool (renamed back
+            # when recycled) and the checkers are left.
             dead, live = gateway.instances[0], gateway.instances[-1]
             deadline = time.monotonic() + 60
             while True:
@@ -235,7 +236,8 @@ async def test_soak(redis_url: str, sandbox_image: str, socket_root: Path,
                         "claimed": len(claimed_containers(live)),
                         "stopped": len(containers_of(live, running=False)),
                         "live sessions": direct.zcard("envscaler:sessions:live")}
-                if not any(left.values()) and len(containers_of(live)) == ready:
+                pool_and_checkers = ready + settings.checkers
+                if not any(left.values()) and len(containers_of(live)) == pool_and_checkers:
                     break
                 assert time.monotonic() < deadline, f"left behind: {left}"
                 await asyncio.sleep(1)
