@@ -55,6 +55,7 @@ MAX_VERDICT_BYTES = 64 * 1024
 MAX_CHECKS = 256
 VERDICT_FD = 3
 STARVED_SHARE = 0.8
+FIRST_PASS_GRACE_SECONDS = 1.0  # a check's real time in the first pass, beyond its CPU budget
 EXIT_POLL_SECONDS = 0.01  # how often children that closed no pipe are checked for having exited
 _READ_CHUNK = 65536
 _CHILD_OPEN_FILES = 16
@@ -185,18 +186,24 @@ def _judge_in_turn(sources: list[str], initial_state: dict[str, Any],
                    final_state: dict[str, Any], cpu_seconds: float) -> None:
     """The first pass, in its child: one verdict line per check, each check on fresh copies of
     the states, with the builtins as they were, and stopped by a profiling timer at its CPU
-    budget (the child's ``RLIMIT_CPU`` covers the sum, for code the timer cannot interrupt)."""
+    budget (the child's ``RLIMIT_CPU`` covers the sum, for code the timer cannot interrupt) or by
+    a real-time one a second later (a check that waits is judged in the second run, which tells
+    waiting from starving; the first pass does not hold the others up meanwhile)."""
     shared = vars(builtins)  # looked up once: while it is being restored, it is empty
     builtins_before = dict(shared)
 
-    def over_budget(_signum: int, _frame: Any) -> None:
-        raise _OverBudget(f"check exceeded its CPU time budget of {cpu_seconds:g} s")
+    def stop(signum: int, _frame: Any) -> None:
+        raise _OverBudget("check exceeded its CPU time budget" if signum == signal.SIGPROF
+                          else "check is slow: judged again alone")
 
-    signal.signal(signal.SIGPROF, over_budget)
+    for signum in (signal.SIGPROF, signal.SIGALRM):
+        signal.signal(signum, stop)
     for source in sources:
         signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
+        signal.setitimer(signal.ITIMER_REAL, cpu_seconds + FIRST_PASS_GRACE_SECONDS)
         verdict = evaluate(source, copy.deepcopy(initial_state), copy.deepcopy(final_state))
         signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
         shared.clear()
         shared.update(builtins_before)
         _say(verdict)
