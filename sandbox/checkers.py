@@ -108,10 +108,6 @@ class CheckerPool:
         self._all.add(checker)
         return checker
 
-    @property
-    def waiting(self) -> int:
-        return self._waiting
-
     async def check(self, checks: list[str], initial_state: dict[str, Any],
                     final_state: dict[str, Any], budget: CheckBudget) -> list[dict[str, Any]]:
         """Verdicts ``{"passed", "error"}`` in the order of ``checks``."""
