@@ -42,7 +42,6 @@ import resource
 import selectors
 import signal
 import socket
-import socketserver
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -372,15 +371,13 @@ def _describe_status(status: int | None) -> str:
     return f"exit status {os.WEXITSTATUS(status)}"
 
 
-class CheckerServer(socketserver.UnixStreamServer):
+class CheckerServer(protocol.ListeningServer):
     """One connection at a time, one validation at a time: a checker holds no state between
     requests, and the gateway keeps a pool of checkers for concurrency."""
 
     def __init__(self, listening: socket.socket, checker: Checker) -> None:
         self.checker = checker
-        super().__init__(listening.getsockname(), _Connection, bind_and_activate=False)
-        self.socket.close()
-        self.socket = listening
+        super().__init__(listening)
 
     def dispatch(self, request: Any) -> dict[str, Any]:
         try:
@@ -395,10 +392,3 @@ class CheckerServer(socketserver.UnixStreamServer):
             return protocol.error(exc.kind, exc.message)
         except Exception as exc:  # noqa: BLE001 - e.g. fork failed: say so, keep serving
             return protocol.error("RuntimeError", describe_exception(exc))
-
-
-class _Connection(socketserver.BaseRequestHandler):
-    server: CheckerServer
-
-    def handle(self) -> None:
-        protocol.serve_connection(self.request, self.server.dispatch)

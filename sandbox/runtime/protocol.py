@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import socket
+import socketserver
 import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -232,3 +233,24 @@ def _send_reply(sock: socket.socket, reply: dict[str, Any]) -> bool:
     except OSError:
         return False
     return True
+
+
+class ListeningServer(socketserver.UnixStreamServer):
+    """A server on a Unix socket that is bound and listening already (by the keeper, which
+    outlives every runtime it starts, or by ``__main__``), answering each request with its
+    ``dispatch``."""
+
+    def __init__(self, listening: socket.socket) -> None:
+        super().__init__(listening.getsockname(), _Connection, bind_and_activate=False)
+        self.socket.close()
+        self.socket = listening
+
+    def dispatch(self, request: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class _Connection(socketserver.BaseRequestHandler):
+    server: ListeningServer
+
+    def handle(self) -> None:
+        serve_connection(self.request, self.server.dispatch)

@@ -38,17 +38,13 @@ def parse_request(request: Any) -> tuple[str, dict[str, Any]]:
     return protocol.parse_request(request, FIELDS)
 
 
-class RuntimeServer(socketserver.ThreadingUnixStreamServer):
+class RuntimeServer(socketserver.ThreadingMixIn, protocol.ListeningServer):
     daemon_threads = True
 
     def __init__(self, listening: socket.socket, host: EnvHost) -> None:
-        """``listening``: a bound, listening Unix socket (bound by the keeper, which outlives
-        every runtime it starts)."""
         self.host = host
         self.env_lock = threading.Lock()
-        super().__init__(listening.getsockname(), _Connection, bind_and_activate=False)
-        self.socket.close()
-        self.socket = listening
+        super().__init__(listening)
 
     def dispatch(self, request: Any) -> dict[str, Any]:
         try:
@@ -62,10 +58,3 @@ class RuntimeServer(socketserver.ThreadingUnixStreamServer):
             return protocol.error(exc.kind, exc.message)
         except BaseException as exc:  # noqa: BLE001 - env code raises anything, e.g. in __repr__
             return protocol.error("RuntimeError", describe_exception(exc))
-
-
-class _Connection(socketserver.BaseRequestHandler):
-    server: RuntimeServer
-
-    def handle(self) -> None:
-        protocol.serve_connection(self.request, self.server.dispatch)
