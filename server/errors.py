@@ -20,6 +20,7 @@ Unauthorized           401     no valid API key or agent token
 Forbidden              403     the token may not do this (agent tokens: own session's tools)
 SessionClosed          409     the session was deleted
 NoChecklist            409     the session's scenario has no check functions to validate
+StateTooLarge          409     the session's state exceeds ``ENVSCALER_MAX_STATE_BYTES``
 RequestTooLarge        413     the request body exceeds ``ENVSCALER_MAX_REQUEST_BYTES``
 SessionExpired         410     the session was idle longer than the session TTL
 CapacityExhausted      429     every sandbox slot is taken (``Retry-After``)

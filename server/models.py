@@ -65,7 +65,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "Unauthorized: no valid API key or agent token",
         403: "Forbidden: an agent token used outside its session's tools",
         404: "UnknownEnv, UnknownScenario, UnknownSession or UnknownTool",
-        409: "SessionClosed, or NoChecklist for validation",
+        409: "SessionClosed, NoChecklist for validation, or StateTooLarge",
         410: "SessionExpired: idle longer than the session TTL",
         422: "InvalidRequest or InvalidArguments, with the field to blame",
         429: "CapacityExhausted: every sandbox slot is taken (Retry-After)",

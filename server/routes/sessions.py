@@ -155,7 +155,7 @@ async def answer_call(
     summary="The environment's current state",
     description="Works on expired and closed sessions too (rebuilt by replay on a temporary "
     "sandbox).",
-    responses=error_responses(401, 403, 404, 422, 429, 503, 504),
+    responses=error_responses(401, 403, 404, 409, 422, 429, 503, 504),
 )
 async def get_state(
     request: Request, session_id: str = SessionId, caller: Principal = Depends(admin)

@@ -359,6 +359,9 @@ class SessionSandboxes:
             try:
                 return await op(sandbox)
             except RuntimeFault as exc:
+                if exc.kind == "ResultTooLarge":
+                    raise ApiError(409, "StateTooLarge", f"the session's state is too large to "
+                                   f"answer: {exc.message} (ENVSCALER_MAX_STATE_BYTES)") from exc
                 if exc.kind not in STALE_SANDBOX:
                     raise
                 self.stale(record, sandbox, exc)
