@@ -35,7 +35,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
-from server.routes.sessions import answer_call
+from server.models import MAX_CALL_FIELD_CHARS
+from server.routes.sessions import MAX_SESSION_ID_CHARS, answer_call
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -44,8 +45,6 @@ Send = Callable[[Message], Awaitable[None]]
 
 PREFIX = "/v1/sessions/"
 SUFFIX = "/calls"
-MAX_SESSION_ID = 100  # server.routes.sessions.SessionId
-MAX_FIELD = 200  # CallRequest.name and .call_id
 FIELDS = frozenset(("name", "arguments", "call_id"))
 LONG_INTEGER = re.compile(rb"[0-9]{19}")  # 19 digits may be beyond 64 bits; 18 never are
 
@@ -120,7 +119,7 @@ def _session_id(scope: Scope) -> str | None:
     if not (path.startswith(PREFIX) and path.endswith(SUFFIX)):
         return None
     session_id = path[len(PREFIX):-len(SUFFIX)]
-    if not 0 < len(session_id) <= MAX_SESSION_ID or "/" in session_id:
+    if not 0 < len(session_id) <= MAX_SESSION_ID_CHARS or "/" in session_id:
         return None
     if scope.get("fastapi.telemetry") is not None:
         return None
@@ -143,7 +142,7 @@ def _call_request(body: bytes) -> tuple[str, dict[str, Any] | str, str | None] |
     if type(value) is not dict or not value.keys() <= FIELDS:
         return None
     name = value.get("name")
-    if type(name) is not str or not 0 < len(name) <= MAX_FIELD:
+    if type(name) is not str or not 0 < len(name) <= MAX_CALL_FIELD_CHARS:
         return None
     arguments = value.get("arguments", None)
     if arguments is None:
@@ -153,7 +152,8 @@ def _call_request(body: bytes) -> tuple[str, dict[str, Any] | str, str | None] |
     elif type(arguments) is not dict and type(arguments) is not str:
         return None
     call_id = value.get("call_id")
-    if call_id is not None and (type(call_id) is not str or not 0 < len(call_id) <= MAX_FIELD):
+    if call_id is not None and (type(call_id) is not str
+                                or not 0 < len(call_id) <= MAX_CALL_FIELD_CHARS):
         return None
     return name, arguments, call_id
 

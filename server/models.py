@@ -213,6 +213,9 @@ class SessionTools(BaseModel):
     tools: list[dict[str, Any]] = Field(examples=[[TOOL_EXAMPLE]])
 
 
+MAX_CALL_FIELD_CHARS = 200  # a tool name or a call id (also `server.fastcall`)
+
+
 class CallRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -228,14 +231,14 @@ class CallRequest(BaseModel):
         },
     )
 
-    name: str = Field(description="Tool name", min_length=1, max_length=200)
+    name: str = Field(description="Tool name", min_length=1, max_length=MAX_CALL_FIELD_CHARS)
     arguments: dict[str, Any] | str = Field(
         default_factory=dict, description="An object, or a JSON string of one (models emit both)"
     )
     call_id: str | None = Field(
         None,
         min_length=1,
-        max_length=200,
+        max_length=MAX_CALL_FIELD_CHARS,
         description="Client id of the call: a repeated id returns the stored "
         "result and executes nothing",
     )

@@ -33,8 +33,10 @@ from server.store import Record
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
+MAX_SESSION_ID_CHARS = 100  # also `server.fastcall`
 SessionId = Path(
-    description="Session id (URL-safe, from POST /v1/sessions)", min_length=1, max_length=100
+    description="Session id (URL-safe, from POST /v1/sessions)", min_length=1,
+    max_length=MAX_SESSION_ID_CHARS,
 )
 
 
