@@ -83,10 +83,42 @@ class SessionSandboxes:
             log.error("sandbox creation failed session=%s error=%s", session_id, exc)
             raise backend_unavailable(f"no sandbox could be created: {exc}") from exc
 
-    async def load(
+    async def claim_loaded(
+        self,
+        session_id: str,
+        env: ServedEnv,
+        init_config: dict[str, Any],
+        seed: int,
+        *,
+        custom: bool,
+        held: tuple[SessionLock, Record] | None = None,
+    ) -> Sandbox:
+        """Claim a sandbox and load ``env`` into it. A sandbox that dies under the load (the
+        engine, the kernel's OOM killer or gVisor's Sentry ended it after its claim) is replaced
+        once. ``held``: the session's lock, renewed after each claim (a cold start may take a
+        while)."""
+        for attempt in (1, 2):
+            sandbox = await self.claim(session_id)
+            if held is not None:
+                await self.locks.renew(*held)
+            try:
+                await self._load(sandbox, env, init_config, seed, custom)
+                return sandbox
+            except SandboxGone as exc:
+                self.metrics.sandbox_failed("crash")
+                log.warning("sandbox died while loading session=%s env=%s attempt=%d error=%s",
+                            session_id, env.id, attempt, exc)
+                if attempt == 2:
+                    raise backend_unavailable(
+                        f"the sandbox died while loading the environment: {exc}"
+                    ) from exc
+        raise AssertionError("unreachable")
+
+    async def _load(
         self, sandbox: Sandbox, env: ServedEnv, init_config: dict[str, Any], seed: int, custom: bool
     ) -> None:
-        """Load ``env`` into a fresh sandbox; on failure destroy the sandbox and raise ApiError."""
+        """Load ``env`` into a fresh sandbox; on failure destroy the sandbox and raise ApiError
+        (``SandboxGone``: it died meanwhile)."""
         try:
             await sandbox.load(
                 source=env.source,
@@ -115,11 +147,6 @@ class SessionSandboxes:
                 504,
                 "Timeout",
                 f"loading environment {env.id} exceeded {self.settings.load_timeout:g} s",
-            ) from exc
-        except SandboxGone as exc:
-            self.metrics.sandbox_failed("crash")
-            raise backend_unavailable(
-                f"the sandbox died while loading the environment: {exc}"
             ) from exc
         except BaseException:
             await sandbox.destroy()
@@ -230,12 +257,9 @@ class SessionSandboxes:
         """
         env = self.catalogue.env(record.env)
         started = time.perf_counter()
-        sandbox = await self.claim(record.id)
+        sandbox = await self.claim_loaded(record.id, env, record.init_config, record.seed,
+                                          custom=record.scenario is None, held=(lock, record))
         try:
-            await self.locks.renew(lock, record)  # a cold start may have taken a while
-            await self.load(
-                sandbox, env, record.init_config, record.seed, custom=record.scenario is None
-            )
             await self.locks.renew(lock, record)
             entries = await self.store.entries(record.id, record.epoch_start)
             replayed = await self._replay(record, sandbox, entries, lock)

@@ -147,8 +147,8 @@ class SessionService:
         session_id = new_session_id()
         agent_token = f"{session_id}.{secrets.token_urlsafe(24)}"
         started = time.perf_counter()
-        sandbox = await self.sandboxes.claim(session_id)
-        await self.sandboxes.load(sandbox, env, init_config, seed, custom=scenario_id is None)
+        sandbox = await self.sandboxes.claim_loaded(session_id, env, init_config, seed,
+                                                    custom=scenario_id is None)
         now = time.time()
         record = Record(
             id=session_id,
@@ -507,9 +507,9 @@ class SessionService:
                     )
                     self.sandboxes.held.pop(record.id, None)
             if not reused:
-                sandbox = await self.sandboxes.claim(session_id)
-                await self.locks.renew(lock, record)
-                await self.sandboxes.load(sandbox, env, init_config, new_seed, custom=custom)
+                sandbox = await self.sandboxes.claim_loaded(
+                    session_id, env, init_config, new_seed, custom=custom, held=(lock, record)
+                )
                 self.sandboxes.adopt(session_id, sandbox)
             assert sandbox is not None
             record.epoch += 1

@@ -66,15 +66,20 @@ async def test_gateway_sigkill_under_load_and_restart(make_settings, tmp_path) -
     try:
         async with gateway.client() as client:
             sessions = [await new_session(client, scenario="counter-2") for _ in range(CLIENTS)]
+            napper = await new_session(client, scenario="counter-2")
             retrier = Retrier([client], deadline=90)
             acknowledged: dict[str, list[str]] = {sid: [] for sid in sessions}
             progress = [0]
             load = asyncio.create_task(
                 run_load(retrier, sessions, progress, acknowledged, random.Random(1)))
             await wait_for(progress, CLIENTS * CALLS // 3)
+            # A call surely in flight when the gateway dies, however fast the others are.
+            nap = asyncio.create_task(retrier.call(napper, "nap", {"seconds": 0.5}, "nap-1"))
+            await asyncio.sleep(0.2)
             gateway.kill()  # mid-load: calls in flight, locks held, sandboxes ahead of Redis
             gateway.start()
             await load
+            assert (await nap)["ok"] is True
             assert retrier.retries > 0
             await audit(client, sessions, acknowledged)
             metrics = (await client.get("/metrics")).text
