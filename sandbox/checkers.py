@@ -25,7 +25,7 @@ from sandbox.errors import (
     SandboxGone,
     SandboxUnavailable,
 )
-from sandbox.sandbox import Sandbox
+from sandbox.sandbox import Sandbox, Snapshot
 
 log = logging.getLogger("envscaler.sandbox.checkers")
 
@@ -108,8 +108,8 @@ class CheckerPool:
         self._all.add(checker)
         return checker
 
-    async def check(self, checks: list[str], initial_state: dict[str, Any],
-                    final_state: dict[str, Any], budget: CheckBudget) -> list[dict[str, Any]]:
+    async def check(self, checks: list[str], snapshot: Snapshot,
+                    budget: CheckBudget) -> list[dict[str, Any]]:
         """Verdicts ``{"passed", "error"}`` in the order of ``checks``."""
         checker = await self._acquire()
         try:
@@ -118,7 +118,7 @@ class CheckerPool:
                 if checker is None:
                     raise SandboxGone("no checker sandbox could be started")
                 try:
-                    return await _judge(checker, checks, initial_state, final_state, budget)
+                    return await _judge(checker, checks, snapshot, budget)
                 except (SandboxGone, CallTimeout) as exc:
                     log.warning("checker %s failed (%s); replacing it", checker.id[:12], exc)
                     await checker.destroy()
@@ -160,11 +160,11 @@ class CheckerPool:
             await checker.destroy()
 
 
-async def _judge(checker: Sandbox, checks: list[str], initial_state: dict[str, Any],
-                 final_state: dict[str, Any], budget: CheckBudget) -> list[dict[str, Any]]:
+async def _judge(checker: Sandbox, checks: list[str], snapshot: Snapshot,
+                 budget: CheckBudget) -> list[dict[str, Any]]:
     try:
         verdicts = await checker.check(
-            checks, initial_state, final_state, cpu_seconds=budget.cpu_seconds,
+            checks, snapshot, cpu_seconds=budget.cpu_seconds,
             wall_seconds=budget.wall_seconds, memory_bytes=budget.memory_bytes,
             timeout=budget.deadline)
     except RuntimeFault as exc:

@@ -22,6 +22,15 @@ DEFAULT_MAX_RESULT_BYTES = 1_048_576
 DEFAULT_MAX_STATE_BYTES = 16 * 1_048_576
 
 
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """A session's initial and current state as the runtime wrote them (JSON texts): passed on
+    to a checker as they are, and parsed only by the checks that judge them."""
+
+    initial: str
+    final: str
+
+
 class Sandbox:
     """Operations of the in-sandbox runtime, each with a deadline.
 
@@ -100,23 +109,28 @@ class Sandbox:
         return await self._request(timeout, "state", _reply_limit(self.max_state_bytes),
                                    **_expecting(executed))
 
-    async def snapshot(self, *, timeout: float, executed: int | None = None) -> dict[str, Any]:
-        """``{"initial", "final"}``: the states a checker judges (``sandbox.checkers``)."""
-        snapshot = await self._request(timeout, "snapshot",
-                                       _reply_limit(2 * self.max_state_bytes),
-                                       **_expecting(executed))
-        if not (isinstance(snapshot, dict) and isinstance(snapshot.get("initial"), dict)
-                and isinstance(snapshot.get("final"), dict)):
+    async def snapshot(self, *, timeout: float, executed: int | None = None) -> Snapshot:
+        """The states a checker judges (``sandbox.checkers``), each within ``max_state_bytes``.
+        Escaped inside the reply, a text may take up to twice its length there."""
+        reply = await self._request(timeout, "snapshot",
+                                    _reply_limit(4 * self.max_state_bytes),
+                                    **_expecting(executed))
+        if not (isinstance(reply, dict) and isinstance(reply.get("initial"), str)
+                and isinstance(reply.get("final"), str)):
             raise SandboxGone("the runtime answered a snapshot that is not two states")
+        snapshot = Snapshot(reply["initial"], reply["final"])
+        if max(len(snapshot.initial), len(snapshot.final)) > self.max_state_bytes:
+            raise RuntimeFault("ResultTooLarge", f"a state exceeds {self.max_state_bytes} "
+                               "characters")
         return snapshot
 
-    async def check(self, checks: list[str], initial_state: dict[str, Any],
-                    final_state: dict[str, Any], *, cpu_seconds: float, wall_seconds: float,
-                    memory_bytes: int, timeout: float) -> Any:
+    async def check(self, checks: list[str], snapshot: Snapshot, *, cpu_seconds: float,
+                    wall_seconds: float, memory_bytes: int, timeout: float) -> Any:
         """A checker's verdicts on two states (``runtime/checker.py``; checker sandboxes only)."""
-        return await self._request(timeout, "check", checks=checks, initial_state=initial_state,
-                                   final_state=final_state, cpu_seconds=cpu_seconds,
-                                   wall_seconds=wall_seconds, memory_bytes=memory_bytes)
+        return await self._request(timeout, "check", checks=checks,
+                                   initial_state=snapshot.initial, final_state=snapshot.final,
+                                   cpu_seconds=cpu_seconds, wall_seconds=wall_seconds,
+                                   memory_bytes=memory_bytes)
 
     async def recycle(self, timeout: float) -> None:
         """Have the container's keeper restart the runtime in place (``runtime/keeper.py``), then

@@ -97,8 +97,7 @@ class SandboxHub:
         await self.start()
         assert self._checkers is not None
         snapshot = await box.snapshot(timeout=self.limits.call_timeout)
-        return await self._checkers.check(checks, snapshot["initial"], snapshot["final"],
-                                          self.limits.check_budget)
+        return await self._checkers.check(checks, snapshot, self.limits.check_budget)
 
     async def __aenter__(self) -> Self:
         return await self.start()

@@ -5,8 +5,9 @@ ran: a checker is its own locked-down sandbox that never loads an environment. I
 initial and final state as JSON and the check sources and parses the states once. A fork of this
 warm interpreter costs about a millisecond, against ~12 ms for a fresh interpreter, and a
 validation costs one fork when its checks answer: a first pass runs them all in one child, each
-on fresh copies of the states, with the builtins restored and under a CPU timer of its own
-budget. Every check that does not answer a bool there (it raised, ran out of budget, ended the
+on states freshly parsed from their JSON texts, with the builtins restored and under a CPU timer
+of its own budget. (The checker itself never parses the states: objects it held would be pages
+that the parent and child both copy on their first write.) Every check that does not answer a bool there (it raised, ran out of budget, ended the
 child, or was never reached) is judged again alone, in a child of its own, so every error is the
 one the check earns by itself. (A check that patches a module can still sway the checks after it
 in its own checklist's first pass; never another validation's.) Each child has
@@ -14,8 +15,8 @@ in its own checklist's first pass; never another validation's.) Each child has
 - a CPU-time budget (``RLIMIT_CPU``, and the exact figure from ``wait4``), so a verdict never
   depends on how busy the machine is;
 - an address-space limit, so a greedy check fails alone;
-- its own copy of the states (copy-on-write), so a check that mutates them changes nothing for
-  the others;
+- its own copy of the states (parsed by each check), so a check that mutates them changes
+  nothing for the others;
 - only its verdict pipe open (every inherited descriptor, the gateway's connection included, is
   closed), with the verdicts capped at ``MAX_VERDICT_BYTES``;
 - a wall deadline far above its CPU budget. A child alone that reaches it without having spent
@@ -33,7 +34,6 @@ change user and to kill, and each child drops to the untrusted user before the c
 from __future__ import annotations
 
 import builtins
-import copy
 import gc
 import json
 import math
@@ -61,8 +61,8 @@ _CHILD_OPEN_FILES = 16
 
 FIELDS: dict[str, dict[str, Field]] = {
     "ping": {},
-    "check": {"checks": Field((list,), True), "initial_state": Field((dict,), True),
-              "final_state": Field((dict,), True), "cpu_seconds": Field(protocol.NUMBER, True),
+    "check": {"checks": Field((list,), True), "initial_state": Field((str,), True),
+              "final_state": Field((str,), True), "cpu_seconds": Field(protocol.NUMBER, True),
               "wall_seconds": Field(protocol.NUMBER, True), "memory_bytes": Field((int,), True)},
 }
 
@@ -88,9 +88,14 @@ class _Child:
     blocked: bool = False
 
 
-def evaluate(source: str, initial_state: Any, final_state: Any) -> dict[str, Any]:
+def evaluate(source: str, initial_json: str, final_json: str) -> dict[str, Any]:
     """EnvScaler semantics: the source runs with a global ``initial_state``, then
-    ``check_func(final_state)`` decides; only ``True`` passes and only a bool is an answer."""
+    ``check_func(final_state)`` decides; only ``True`` passes and only a bool is an answer. The
+    states are parsed here, so each check has its own."""
+    try:
+        initial_state, final_state = _state(initial_json), _state(final_json)
+    except ValueError as exc:
+        return _failed(str(exc))
     namespace: dict[str, Any] = {"__name__": "envscaler_check", "__builtins__": builtins,
                                  "initial_state": initial_state}
     try:
@@ -106,6 +111,16 @@ def evaluate(source: str, initial_state: Any, final_state: Any) -> dict[str, Any
     return {"passed": verdict, "error": None}
 
 
+def _state(text: str) -> dict[str, Any]:
+    try:
+        state = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"the state is not JSON: {exc}") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"the state is a JSON {type(state).__name__}, not an object")
+    return state
+
+
 def _failed(error: str) -> dict[str, Any]:
     return {"passed": False, "error": error}
 
@@ -116,7 +131,7 @@ class Checker:
         self._clear()  # nothing but the checker from the start
         gc.freeze()  # what exists now is never scanned again: a child's collections copy no pages
 
-    def check(self, checks: list[Any], initial_state: dict[str, Any], final_state: dict[str, Any],
+    def check(self, checks: list[Any], initial_state: str, final_state: str,
               budget: Budget) -> list[dict[str, Any]]:
         """Verdicts ``{"passed", "error"}`` in the order of ``checks``, or ``Starved``.
 
@@ -143,8 +158,8 @@ class Checker:
             verdicts[index] = _verdict(child, budget)
         return verdicts  # type: ignore[return-value] - every None was replaced
 
-    def _first_pass(self, checks: list[str], initial_state: dict[str, Any],
-                    final_state: dict[str, Any], budget: Budget) -> list[dict[str, Any] | None]:
+    def _first_pass(self, checks: list[str], initial_state: str, final_state: str,
+                    budget: Budget) -> list[dict[str, Any] | None]:
         if len(checks) < 2:
             return [None] * len(checks)
         child = self._fork(checks, initial_state, final_state, budget)
@@ -155,8 +170,8 @@ class Checker:
         if self.contained:
             contain.kill_all_others()
 
-    def _fork(self, sources: list[str], initial_state: dict[str, Any],
-              final_state: dict[str, Any], budget: Budget) -> _Child:
+    def _fork(self, sources: list[str], initial_state: str, final_state: str,
+              budget: Budget) -> _Child:
         read_fd, write_fd = os.pipe()
         memory = contain.address_space_bytes() + budget.memory_bytes
         parent = os.getpid()
@@ -165,7 +180,7 @@ class Checker:
             status = 1
             try:
                 _become_check(parent, write_fd, budget, len(sources), memory)
-                if len(sources) == 1:  # alone: its copy-on-write states are its own already
+                if len(sources) == 1:
                     _say(evaluate(sources[0], initial_state, final_state))
                 else:
                     _judge_in_turn(sources, initial_state, final_state, budget.cpu_seconds)
@@ -181,8 +196,8 @@ class Checker:
         return _Child(pid, read_fd)
 
 
-def _judge_in_turn(sources: list[str], initial_state: dict[str, Any],
-                   final_state: dict[str, Any], cpu_seconds: float) -> None:
+def _judge_in_turn(sources: list[str], initial_state: str, final_state: str,
+                   cpu_seconds: float) -> None:
     """The first pass, in its child: one verdict line per check, each check on fresh copies of
     the states, with the builtins as they were, and stopped by a profiling timer at its CPU
     budget (the child's ``RLIMIT_CPU`` covers the sum, for code the timer cannot interrupt) or by
@@ -200,7 +215,7 @@ def _judge_in_turn(sources: list[str], initial_state: dict[str, Any],
     for source in sources:
         signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
         signal.setitimer(signal.ITIMER_REAL, cpu_seconds + FIRST_PASS_GRACE_SECONDS)
-        verdict = evaluate(source, copy.deepcopy(initial_state), copy.deepcopy(final_state))
+        verdict = evaluate(source, initial_state, final_state)
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
         shared.clear()

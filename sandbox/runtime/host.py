@@ -10,7 +10,6 @@ are bound before anything runs, and a tool's exception is a result, not the end 
 from __future__ import annotations
 
 import copy
-import json
 import dataclasses
 import inspect
 import sys
@@ -52,7 +51,7 @@ class _Environment:
     cls: type
     tools: dict[str, types.FunctionType]
     instance: Any
-    initial_state: dict[str, Any]  # the JSON-safe state right after instantiation
+    initial_state: str  # the state right after instantiation, as JSON text: never touched again
     # Tool name -> signature of the bound method, computed on first call: it depends on the
     # function only, and computing it took a third of the runtime's time per call.
     signatures: dict[str, inspect.Signature] = dataclasses.field(default_factory=dict)
@@ -133,10 +132,11 @@ class EnvHost:
         return _state(env.instance)
 
     def snapshot(self, executed: int | None = None) -> dict[str, Any]:
-        """The state right after the load or reset and the state now: what a checker judges."""
+        """The state right after the load or reset and the state now, as JSON texts: what a
+        checker judges. Texts, so that nothing on their way parses them but each check."""
         env = self._require()
         self._expect(executed)
-        return {"initial": env.initial_state, "final": _state(env.instance)}
+        return {"initial": env.initial_state, "final": dumps(_state(env.instance))}
 
     def _expect(self, executed: int | None) -> None:
         """Refuse to act when the caller expects another number of executed calls than this
@@ -160,7 +160,7 @@ class EnvHost:
         tools = _tool_functions(cls, recipe.tool_names)
         instance = _instantiate(cls, recipe)
         try:
-            initial_state = json.loads(dumps(_state(instance)))  # a copy no later call can touch
+            initial_state = dumps(_state(instance))
         except Exception as exc:  # noqa: BLE001 - e.g. a class without __dict__
             raise OperationError("LoadError", f"reading the state of {cls.__name__} "
                                  f"failed: {describe_exception(exc)}") from None

@@ -14,7 +14,7 @@ Operations (fields beyond ``op``):
 - ``reset`` [``init_config``, ``seed``]       -> ``{"tools": [...]}``
 - ``call``  ``name, arguments`` [, ``executed``] -> the tool's JSON-safe result
 - ``state`` [``executed``]                    -> the public attributes of the instance
-- ``snapshot`` [``executed``]                 -> ``{"initial": state after load/reset, "final": now}``
+- ``snapshot`` [``executed``]                 -> ``{"initial", "final"}``: JSON texts of the state after load/reset and now
 
 Check functions never run here (a process that ran environment code cannot be trusted with a
 verdict): the checker (``checker.py``, its own sandbox) serves ``ping`` and ``check``

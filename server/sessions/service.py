@@ -21,6 +21,7 @@ from sandbox.errors import (
     SandboxGone,
 )
 from sandbox.pool import SandboxPool
+from sandbox.sandbox import Snapshot
 from server.auth import Principal, check_agent, token_hash, verify_agent
 from server.catalogue import ServedCatalogue, ServedEnv
 from server.errors import ApiError, backend_unavailable, invalid_request, not_found, retry_after
@@ -431,12 +432,11 @@ class SessionService:
             raise ApiError(409, "NoChecklist", f"scenario {scenario.id} has no checklist")
         return scenario
 
-    async def _judge(self, checks: list[str], snapshot: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _judge(self, checks: list[str], snapshot: Snapshot) -> list[dict[str, Any]]:
         """The checkers' verdicts; a verdict the machine could not afford is a retryable 503,
         never a failed check."""
         try:
-            return await self.checkers.check(checks, snapshot["initial"], snapshot["final"],
-                                             self.check_budget)
+            return await self.checkers.check(checks, snapshot, self.check_budget)
         except ChecksStarved as exc:
             self.metrics.validations.labels("starved").inc()
             raise ApiError(503, "ChecksStarved", f"{exc}; retry",

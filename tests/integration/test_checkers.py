@@ -13,6 +13,7 @@ import pytest
 from sandbox.backends.docker import DockerBackend
 from sandbox.checkers import CheckBudget, CheckerPool, ChecksStarved
 from sandbox.config import SandboxConfig
+from sandbox.sandbox import Snapshot
 from tests.conftest import new_instance
 
 pytestmark = pytest.mark.docker
@@ -32,6 +33,11 @@ ATTACKS = ("import os, signal\n"
            "        while True:\n"
            "            time.sleep(0.01)\n"
            "    return True\n")
+EMPTY = Snapshot("{}", "{}")
+
+
+def states(initial: int, final: int) -> Snapshot:
+    return Snapshot(f'{{"n": {initial}}}', f'{{"n": {final}}}')
 
 
 RUNTIMES = pytest.mark.parametrize("runtime", [None, "runsc"], ids=["runc", "gvisor"])
@@ -57,10 +63,10 @@ async def test_a_check_starved_of_cpu_is_not_judged(docker_config: SandboxConfig
     runtime = None
     async with checker_pool(docker_config, runtime, cpus=0.02) as checkers:
         with pytest.raises(ChecksStarved):
-            await checkers.check([NEEDS_SECONDS_OF_CPU], {}, {},
+            await checkers.check([NEEDS_SECONDS_OF_CPU], EMPTY,
                                  CheckBudget(cpu_seconds=1.0, memory_bytes=64 << 20))
     async with checker_pool(docker_config, runtime) as checkers:
-        verdicts = await checkers.check([NEEDS_SECONDS_OF_CPU], {}, {},
+        verdicts = await checkers.check([NEEDS_SECONDS_OF_CPU], EMPTY,
                                         CheckBudget(cpu_seconds=30.0, memory_bytes=64 << 20))
     assert verdicts == [{"passed": True, "error": None}]
 
@@ -70,11 +76,11 @@ async def test_checks_that_attack_their_checker_change_no_later_verdict(
         docker_config: SandboxConfig, runtime: str | None) -> None:
     budget = CheckBudget(cpu_seconds=1.0, memory_bytes=64 << 20)
     async with checker_pool(docker_config, runtime) as checkers:
-        first = await checkers.check([ATTACKS, PASSES], {"n": 1}, {"n": 2}, budget)
+        first = await checkers.check([ATTACKS, PASSES], states(1, 2), budget)
         assert first[0] == {"passed": True, "error": None}  # its checker answered
         # (its sibling, a check of the same validation and user, it may have killed)
         for _ in range(3):  # nothing it started outlives its validation
-            assert await checkers.check([PASSES], {"n": 1}, {"n": 2}, budget) == \
+            assert await checkers.check([PASSES], states(1, 2), budget) == \
                 [{"passed": True, "error": None}]
-            assert await checkers.check([PASSES], {"n": 1}, {"n": 3}, budget) == \
+            assert await checkers.check([PASSES], states(1, 3), budget) == \
                 [{"passed": False, "error": None}]

@@ -284,7 +284,7 @@ async def test_checks_judged_by_a_checker_on_the_snapshot(backend: ProcessBacken
     ]
     started = time.monotonic()
     snapshot = await sandbox.snapshot(timeout=5)
-    verdicts = await checkers.check(checks, snapshot["initial"], snapshot["final"],
+    verdicts = await checkers.check(checks, snapshot,
                                     CheckBudget(cpu_seconds=1, memory_bytes=64 << 20))
     elapsed = time.monotonic() - started
     await checkers.close()

@@ -1,4 +1,4 @@
-"""The checker's first pass: every check of a validation in one child, each on fresh copies of
+"""The checker's first pass: every check of a validation in one child, each on its own parse of
 the states, with the builtins restored and under its own CPU budget; only the checks that did not
 answer a bool are judged again alone. Run in a subprocess of its own (the checker forks)."""
 
@@ -17,8 +17,8 @@ from sandbox.runtime import checker
 checks = json.loads(sys.argv[1])
 budget = checker.Budget(cpu_seconds=0.5, wall_seconds=10, memory_bytes=64 << 20)
 c = checker.Checker(contained=False)
-print(json.dumps({"first": c._first_pass(checks, {"n": 1}, {"n": 2}, budget),
-                  "final": c.check(checks, {"n": 1}, {"n": 2}, budget)}))
+print(json.dumps({"first": c._first_pass(checks, '{"n": 1}', '{"n": 2}', budget),
+                  "final": c.check(checks, '{"n": 1}', '{"n": 2}', budget)}))
 """
 
 
@@ -54,3 +54,21 @@ def test_a_check_that_ends_the_first_pass_costs_only_the_checks_after_it_a_secon
     result = judge([passes, check("import os", "os._exit(0)"), passes])
     assert result["first"] == [{"passed": True, "error": None}, None, None]
     assert [verdict["passed"] for verdict in result["final"]] == [True, False, True]
+
+
+def test_a_state_that_is_not_a_json_object_fails_every_check_with_the_reason() -> None:
+    """The runtime sends the states as texts; a runtime that sends something else (one an
+    environment took over) earns failed checks that say why, never a pass."""
+    done = subprocess.run([sys.executable, "-c", """
+import json
+from sandbox.runtime import checker
+budget = checker.Budget(cpu_seconds=0.5, wall_seconds=10, memory_bytes=64 << 20)
+c = checker.Checker(contained=False)
+checks = ["def check_func(final_state):\\n    return True\\n"] * 2
+print(json.dumps([c.check(checks, '{}', '[1]', budget), c.check(checks, '{', '{}', budget)]))
+"""], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
+    not_an_object, not_json = json.loads(done.stdout)
+    assert not_an_object == [{"passed": False,
+                              "error": "the state is a JSON list, not an object"}] * 2
+    assert all(v["passed"] is False and v["error"].startswith("the state is not JSON")
+               for v in not_json), not_json
