@@ -17,8 +17,12 @@ from sandbox.runtime import checker
 checks = json.loads(sys.argv[1])
 budget = checker.Budget(cpu_seconds=0.5, wall_seconds=10, memory_bytes=64 << 20)
 c = checker.Checker(contained=False)
-print(json.dumps({"first": c._first_pass(checks, '{"n": 1}', '{"n": 2}', budget),
-                  "final": c.check(checks, '{"n": 1}', '{"n": 2}', budget)}))
+try:
+    codes = [checker.compiled(source) for source in checks]
+    first = c._first_pass(codes, '{"n": 1}', '{"n": 2}', budget)
+except SyntaxError:
+    first = None  # only the whole check compiles what compiles
+print(json.dumps({"first": first, "final": c.check(checks, '{"n": 1}', '{"n": 2}', budget)}))
 """
 
 
@@ -72,3 +76,15 @@ print(json.dumps([c.check(checks, '{}', '[1]', budget), c.check(checks, '{', '{}
                               "error": "the state is a JSON list, not an object"}] * 2
     assert all(v["passed"] is False and v["error"].startswith("the state is not JSON")
                for v in not_json), not_json
+
+
+def test_a_source_that_does_not_compile_fails_alone_and_checks_compile_as_fresh_modules() -> None:
+    """Checks are compiled by the checker (never run there): one that does not compile fails
+    with the compiler's reason while the others are judged; none inherits the checker's
+    ``from __future__ import annotations`` (its annotations are evaluated, as in a module)."""
+    broken = "def check_func(final_state):\n    return (\n"
+    annotated = check("def f(x: int): pass", "return f.__annotations__['x'] is int")
+    result = judge([broken, annotated, broken])
+    assert result["final"][1] == {"passed": True, "error": None}
+    for verdict in (result["final"][0], result["final"][2]):
+        assert verdict["passed"] is False and verdict["error"].startswith("SyntaxError: '('")
