@@ -195,7 +195,7 @@ class Checker:
         if pid == 0:  # the child: never returns
             status = 1
             try:
-                _become_check(parent, write_fd, budget, len(codes), memory)
+                _become_check(parent, write_fd, budget, len(codes), memory, self.contained)
                 if len(codes) == 1:
                     _say(evaluate(codes[0], initial_state, final_state))
                 else:
@@ -285,10 +285,11 @@ def _validate(checks: list[Any], budget: Budget) -> None:
 
 
 def _become_check(parent_pid: int, write_fd: int, budget: Budget, checks: int,
-                  memory_bytes: int) -> None:
+                  memory_bytes: int, contained: bool) -> None:
     """In the child: dies with the checker, its own process group, only the verdict pipe open,
     and its limits (CPU: the budget of each of its ``checks``)."""
-    contain.die_with_parent(parent_pid)
+    if not contained:  # in a container, the checker's death ends its init, and every process
+        contain.die_with_parent(parent_pid)
     gc.disable()  # a check is short-lived: collecting would only copy the parent's pages
     os.setpgid(0, 0)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
@@ -317,6 +318,8 @@ def _collect(children: list[_Child], budget: Budget) -> None:
     """Read every verdict until its child has ended (its pipe closed, or it exited while
     something it started holds the pipe open) or the wall deadline passes; then kill each
     child's group and reap it with its CPU time."""
+    if not children:
+        return
     deadline = time.monotonic() + budget.wall_seconds
     with selectors.DefaultSelector() as selector:
         for child in children:
