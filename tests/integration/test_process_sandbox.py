@@ -282,11 +282,9 @@ async def test_checks_judged_by_a_checker_on_the_snapshot(backend: ProcessBacken
         ("import os\ndef check_func(final_state):\n"
          "    os.write(3, b'x' * 200000)\n    return True"),  # fd 3: the child's verdict pipe
     ]
-    started = time.monotonic()
     snapshot = await sandbox.snapshot(timeout=5)
     verdicts = await checkers.check(checks, snapshot,
                                     CheckBudget(cpu_seconds=1, memory_bytes=64 << 20))
-    elapsed = time.monotonic() - started
     await checkers.close()
     assert verdicts == [
         {"passed": True, "error": None},
@@ -300,7 +298,6 @@ async def test_checks_judged_by_a_checker_on_the_snapshot(backend: ProcessBacken
         {"passed": False, "error": "SystemExit: 0"},
         {"passed": False, "error": "check wrote more than 65536 bytes of verdict"},
     ]
-    assert elapsed < 5
     assert set((await sandbox.state(timeout=5))["notes"]) != set()  # checks never touch the state
 
 
