@@ -22,6 +22,8 @@ class Settings(BaseSettings):
 
     catalogue: Path = REPO_ROOT / "generated_envs"
     redis_url: str | None = Field(None, description="unset: start an embedded redis-server")
+    redis_maxmemory: str = Field("1g", description="memory of the embedded Redis (compose's too); "
+                                 "when full it refuses writes (503) and never evicts a session")
     redis_timeout: float = Field(3.0, gt=0, description="seconds to wait for Redis to connect or "
                                  "answer a command before a request fails with 503")
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list,
@@ -72,7 +74,7 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
 
-    @field_validator("check_memory", "sandbox_log_size")
+    @field_validator("check_memory", "sandbox_log_size", "redis_maxmemory")
     @classmethod
     def _a_size(cls, value: str) -> str:
         parse_size(value)  # ValueError: "not a size"

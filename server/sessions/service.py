@@ -24,7 +24,14 @@ from sandbox.pool import SandboxPool
 from sandbox.sandbox import Snapshot
 from server.auth import Principal, check_agent, token_hash, verify_agent
 from server.catalogue import ServedCatalogue, ServedEnv
-from server.errors import ApiError, backend_unavailable, invalid_request, not_found, retry_after
+from server.errors import (
+    ApiError,
+    backend_unavailable,
+    invalid_request,
+    not_found,
+    redis_failed,
+    retry_after,
+)
 from server.metrics import Metrics
 from server.redis_scripts import ScriptClient
 from server.sessions.calls import (
@@ -94,7 +101,7 @@ class SessionService:
         try:
             record = await self.store.load(session_id)
         except RedisError as exc:
-            raise backend_unavailable(f"Redis is unavailable: {exc}") from exc
+            raise redis_failed(exc) from exc
         return self._checked(session_id, record, caller)
 
     def _checked(self, session_id: str, record: Record | None, caller: Principal) -> Record:
@@ -174,7 +181,7 @@ class SessionService:
         except BaseException as exc:
             await self.sandboxes.destroy_quietly(sandbox)
             if isinstance(exc, RedisError):
-                raise backend_unavailable(f"Redis is unavailable: {exc}") from exc
+                raise redis_failed(exc) from exc
             raise
         self.sandboxes.held[session_id] = sandbox
         self.metrics.sessions_created.labels(env.id).inc()
