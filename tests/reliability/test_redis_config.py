@@ -98,23 +98,30 @@ async def test_a_full_redis_refuses_writes_clearly_and_evicts_nothing(
     with EmbeddedRedis(tmp_path / "redis", persistent=False, maxmemory=MAXMEMORY) as server, \
             redis.Redis.from_url(server.url) as admin:
         async with running_gateway(make_settings(redis_url=server.url)) as (_app, client):
-            session = await new_session(client)
-            first = await call(client, session, "increment", {"name": "a"})
-            assert first["result"]["data"]["value"] == 1
+            session = await new_session(client, scenario="counter-1")
+            first = (await call(client, session, "increment", {"name": "a"}))["result"]["data"]
             keys = admin.dbsize()
             fill_up(admin)
 
+            url = f"/v1/sessions/{session}"
             assert_full(await client.post("/v1/sessions", json={"env": "counter_lab"}))
-            refused = await client.post(f"/v1/sessions/{session}/calls",
-                                        json={"name": "increment", "arguments": {"name": "a"}})
-            assert_full(refused)
-            read = await client.get(f"/v1/sessions/{session}")
-            assert read.status_code == 200, read.text  # reads are still served
+            for refused in [
+                client.post(url + "/calls", json={"name": "increment", "arguments": {"name": "a"}}),
+                client.post(url + "/reset", json={"scenario": "counter-1"}),
+                client.post(url + "/validate"),
+                client.delete(url),
+                client.get(url + "/state"),  # it takes the session's lock: a write
+            ]:
+                assert_full(await refused)
+            read = await client.get(url)
+            assert read.status_code == 200, read.text  # the record and trajectory stay readable
             assert len(await entries(client, session)) == 1
             assert admin.dbsize() == keys  # nothing evicted to make room
 
             admin.config_set("maxmemory", MAXMEMORY)  # room again
             second = await call(client, session, "increment", {"name": "a"})
-            assert second["result"]["data"] == {"name": "a", "before": 1, "value": 2}
-            assert [e["result"]["data"]["value"] for e in await entries(client, session)] == [1, 2]
+            assert second["result"]["data"] == {"name": "a", "before": first["value"],
+                                                "value": first["value"] + 1}
+            assert [e["result"]["data"]["value"] for e in await entries(client, session)] == [
+                first["value"], first["value"] + 1]
             await new_session(client)
