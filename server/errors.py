@@ -111,13 +111,18 @@ def backend_unavailable(message: str, after: float = 2.0) -> ApiError:
     return ApiError(503, "BackendUnavailable", message, headers=retry_after(after))
 
 
-def redis_failed(exc: RedisError) -> ApiError:
-    """503 for a Redis command that failed. A full Redis (``maxmemory`` reached; it refuses
-    writes rather than evict sessions) is named as such: it is not down, and frees up as
-    sessions are closed and expire, so a later retry succeeds."""
-    if isinstance(exc, OutOfMemoryError) or (
+def redis_full(exc: BaseException) -> bool:
+    """Redis refused a write because its ``maxmemory`` is reached (``noeviction``)."""
+    return isinstance(exc, OutOfMemoryError) or (
         isinstance(exc, ResponseError) and str(exc).startswith("OOM ")
-    ):  # the lean script client's replies are plain ResponseErrors
+    )  # the lean script client's replies are plain ResponseErrors
+
+
+def redis_failed(exc: RedisError) -> ApiError:
+    """503 for a Redis command that failed. A full Redis (it refuses writes rather than evict
+    sessions) is named as such: it is not down, and frees up as sessions are closed and
+    expire, so a later retry succeeds."""
+    if redis_full(exc):
         return backend_unavailable(
             "Redis is full (its maxmemory is reached) and refuses to store more until sessions "
             "are closed or expire; nothing was changed, retry later", after=5.0)

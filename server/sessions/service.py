@@ -30,6 +30,7 @@ from server.errors import (
     invalid_request,
     not_found,
     redis_failed,
+    redis_full,
     retry_after,
 )
 from server.metrics import Metrics
@@ -250,6 +251,7 @@ class SessionService:
             fields = {"step": str(record.step), "executed": str(record.executed)}
             if record.sandbox is None:
                 fields["sandbox"] = ""  # it died during the call; the next request rebuilds
+            refusal: RedisError | None = None
             try:
                 committed = await self.store.commit(
                     record, held.lock, entry, fields=fields, release=True
@@ -259,10 +261,13 @@ class SessionService:
                 if not isinstance(exc, RedisError):
                     await self.sandboxes.drop(record)
                     raise
+                refusal = exc
             if not committed:
                 # The sandbox ran a call that the trajectory does not have, so it no longer matches
                 # the record: kill it; the next request rebuilds from the trajectory.
                 await self.sandboxes.drop(record)
+                if refusal is not None and redis_full(refusal):
+                    raise redis_failed(refusal)
                 raise backend_unavailable(
                     "the call could not be recorded (Redis unavailable, or the session "
                     "lock's lease ran out, or its record expired); its effects were discarded"

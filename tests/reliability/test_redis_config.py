@@ -6,6 +6,7 @@ and goes on where it was once Redis has room again.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import signal
 import stat
@@ -125,3 +126,23 @@ async def test_a_full_redis_refuses_writes_clearly_and_evicts_nothing(
             assert [e["result"]["data"]["value"] for e in await entries(client, session)] == [
                 first["value"], first["value"] + 1]
             await new_session(client)
+
+
+async def test_a_call_that_redis_fills_up_under_is_discarded_clearly(
+        tmp_path: Path, make_settings: Any) -> None:
+    """Redis fills up while a call runs: its result cannot be recorded, so its effects are
+    discarded (the sandbox is rebuilt from the trajectory), and the answer says why."""
+    with EmbeddedRedis(tmp_path / "redis", persistent=False, maxmemory=MAXMEMORY) as server, \
+            redis.Redis.from_url(server.url) as admin:
+        async with running_gateway(make_settings(redis_url=server.url)) as (_app, client):
+            session = await new_session(client, scenario="counter-1")
+            first = (await call(client, session, "increment", {"name": "a"}))["result"]["data"]
+            napping = asyncio.create_task(client.post(
+                f"/v1/sessions/{session}/calls", json={"name": "nap", "arguments": {"seconds": 1}}))
+            await asyncio.sleep(0.5)  # the call holds the lock and runs
+            fill_up(admin)
+            assert_full(await napping)
+            admin.config_set("maxmemory", MAXMEMORY)
+            second = await call(client, session, "increment", {"name": "a"})
+            assert second["result"]["data"]["before"] == first["value"]
+            assert [e["name"] for e in await entries(client, session)] == ["increment"] * 2
