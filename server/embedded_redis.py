@@ -71,7 +71,8 @@ def _password(directory: Path) -> str:
     else owns or may read is refused: its password would not be a secret."""
     path = directory / PASSWORD_NAME
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
     except FileExistsError:
         pass
     else:

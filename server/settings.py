@@ -99,6 +99,7 @@ class Settings(BaseSettings):
         return SandboxConfig(
             backend=self.sandbox_backend, image=image, docker_runtime=self.sandbox_runtime,
             memory=self.sandbox_memory, cpus=self.sandbox_cpus, pids=self.sandbox_pids,
-            tmpfs_size=self.sandbox_tmpfs, log_size=self.sandbox_log_size, socket_root=self.socket_root, pool_size=self.pool_size,
+            tmpfs_size=self.sandbox_tmpfs, log_size=self.sandbox_log_size,
+            socket_root=self.socket_root, pool_size=self.pool_size,
             max_sandboxes=self.max_sandboxes, create_rate=self.sandbox_create_rate,
             labels=labels or {})

@@ -91,7 +91,8 @@ def test_compose_stack_serves_a_session_end_to_end(stack: tuple[str, Path]) -> N
         assert client.delete(f"/v1/sessions/{session}").status_code == 200
 
 
-def test_composed_redis_is_private(stack: tuple[str, Path], docker_client) -> None:  # type: ignore[no-untyped-def]
+def test_composed_redis_is_private(stack: tuple[str, Path],
+                                   docker_client) -> None:  # type: ignore[no-untyped-def]
     """Published on no host port, reached (here over the test's own compose network) only with
     the password, and full rather than evicting."""
     [container] = docker_client.containers.list(filters={"label": [
