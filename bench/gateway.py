@@ -148,7 +148,7 @@ class Gateway:
         return self.redis.process.pid
 
     def redis_memory(self) -> int:
-        client = redis.Redis(port=self.redis.port)
+        client = redis.Redis.from_url(self.redis.url)
         try:
             return int(client.info("memory")["used_memory"])
         finally:

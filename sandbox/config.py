@@ -27,6 +27,7 @@ class SandboxConfig:
     cpus: float = 1.0
     pids: int = 64
     tmpfs_size: str = "16m"
+    log_size: str = "1m"  # container output kept on the host, the newest (Docker backend)
     socket_root: Path = Path("/tmp/envscaler")
     start_timeout: float = 20.0
     pool_size: int = 4

@@ -4,6 +4,13 @@ It listens on loopback only, on a free port, with append-only persistence in its
 and dies with the process that started it however that process ends (``PR_SET_PDEATHSIG``), so
 ``start`` must be called from a thread that lives as long as the process (the main thread).
 
+Every local user reaches loopback, so it requires a password: random, made once per directory
+and kept there in ``redis.password`` (mode 0600, refused if anyone else may read it), so a
+gateway restarted on the same directory finds its Redis's password again. The password reaches
+redis-server on its standard input, never its command line (which every local user can read), and
+the gateway through the URL (``url``). With ``maxmemory`` it refuses writes when full
+(``noeviction``) instead of silently evicting sessions.
+
 One Redis per directory: ``start`` takes an exclusive ``flock`` on ``redis.lock`` in it, and a
 second one on the same directory fails with a clear error instead of sharing (or corrupting) the
 append-only file; gateways that should share sessions share a Redis of their own through
@@ -16,6 +23,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -28,6 +36,7 @@ from sandbox.runtime.contain import die_with_parent
 
 STARTUP_TIMEOUT = 10.0
 LOCK_NAME = "redis.lock"
+PASSWORD_NAME = "redis.password"
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -57,32 +66,80 @@ def _lock_directory(directory: Path) -> int:
     return fd
 
 
+def _password(directory: Path) -> str:
+    """The directory's Redis password: made on first use, then read back. A file that someone
+    else owns or may read is refused: its password would not be a secret."""
+    path = directory / PASSWORD_NAME
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+    except FileExistsError:
+        pass
+    else:
+        password = secrets.token_hex(32)
+        with os.fdopen(fd, "w") as file:
+            file.write(password + "\n")
+        return password
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd) as file:
+        status = os.fstat(file.fileno())
+        if status.st_uid != os.geteuid() or status.st_mode & 0o077:
+            raise EmbeddedRedisError(
+                f"{path} must belong to this user and be readable by it alone (mode 0600); "
+                "remove it and a new password is made")
+        password = file.read().strip()
+    if not password:
+        raise EmbeddedRedisError(f"{path} is empty; remove it and a new password is made")
+    return password
+
+
 class EmbeddedRedis:
-    def __init__(self, directory: Path, port: int | None = None, persistent: bool = True) -> None:
+    def __init__(self, directory: Path, port: int | None = None, persistent: bool = True,
+                 maxmemory: int | None = None) -> None:
         self.directory = directory
         self.port = port or free_port()
         self.persistent = persistent
+        self.maxmemory = maxmemory  # bytes; None: no limit
+        self.password = ""
         self.process: subprocess.Popen[bytes] | None = None
         self._lock: int | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    @property
+    def address(self) -> str:
+        """Where it listens, without the password (for messages and logs)."""
+        return f"127.0.0.1:{self.port}"
+
+    def _config(self) -> bytes:
+        """The settings that stay off the command line (redis-server reads them from stdin)."""
+        lines = [f"requirepass {self.password}", "maxmemory-policy noeviction"]
+        if self.maxmemory is not None:
+            lines.append(f"maxmemory {self.maxmemory}")
+        return "".join(line + "\n" for line in lines).encode()
 
     def start(self) -> EmbeddedRedis:
         binary = shutil.which("redis-server")
         if binary is None:
             raise EmbeddedRedisError("redis-server is not installed; run scripts/bootstrap "
                                      "or set ENVSCALER_REDIS_URL to a Redis you run")
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._lock = _lock_directory(self.directory)
-        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
-                "--save", "", "--appendonly", "yes" if self.persistent else "no",
+        args = [binary, "-", "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", str(self.directory), "--save", "",
+                "--appendonly", "yes" if self.persistent else "no",
                 "--logfile", str(self.directory / "redis.log")]
         try:
+            self.password = _password(self.directory)
             self.process = subprocess.Popen(
-                args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(self._lock,),
+                args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                pass_fds=(self._lock,),
                 preexec_fn=functools.partial(die_with_parent, os.getpid()))  # noqa: PLW1509
+            assert self.process.stdin is not None
+            with self.process.stdin as config:
+                config.write(self._config())
             self._wait_until_ready()
         except BaseException:  # never leave a half-started Redis or the directory locked
             self.stop()
@@ -90,7 +147,7 @@ class EmbeddedRedis:
         return self
 
     def _wait_until_ready(self) -> None:
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
+        client = redis.Redis(port=self.port, password=self.password, socket_connect_timeout=0.2)
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:

@@ -28,7 +28,8 @@ CapacityExhausted      503     sandboxes cannot be created now, or no checker is
                                (``Retry-After``)
 ChecksStarved          503     the machine gave the checks too little CPU to judge them
                                (``Retry-After``); no reward was computed
-BackendUnavailable     503     the sandbox backend or Redis is down (``Retry-After``)
+BackendUnavailable     503     the sandbox backend or Redis is down, or Redis is full
+                               (``Retry-After``)
 SessionBusy            503     the session is locked by a long operation (``Retry-After``)
 Timeout                504     the tool call exceeded its deadline; the session stays usable
 InternalError          500     a bug; details are in the server log, never in the answer
@@ -44,7 +45,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import RedisError
+from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger("envscaler.server.errors")
@@ -110,6 +111,24 @@ def backend_unavailable(message: str, after: float = 2.0) -> ApiError:
     return ApiError(503, "BackendUnavailable", message, headers=retry_after(after))
 
 
+def redis_full(exc: BaseException) -> bool:
+    """Redis refused a write because its ``maxmemory`` is reached (``noeviction``)."""
+    return isinstance(exc, OutOfMemoryError) or (
+        isinstance(exc, ResponseError) and str(exc).startswith("OOM ")
+    )  # the lean script client's replies are plain ResponseErrors
+
+
+def redis_failed(exc: RedisError) -> ApiError:
+    """503 for a Redis command that failed. A full Redis (it refuses writes rather than evict
+    sessions) is named as such: it is not down, and frees up as sessions are closed and
+    expire, so a later retry succeeds."""
+    if redis_full(exc):
+        return backend_unavailable(
+            "Redis is full (its maxmemory is reached) and refuses to store more until sessions "
+            "are closed or expire; nothing was changed, retry later", after=5.0)
+    return backend_unavailable(f"Redis is unavailable: {exc}")
+
+
 def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
@@ -157,7 +176,7 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _redis_error(request: Request, exc: Exception) -> JSONResponse:
     log.error("redis error method=%s path=%s error=%r", request.method, request.url.path, exc)
-    return backend_unavailable("Redis is unavailable; retry later").response()
+    return redis_failed(exc).response()
 
 
 async def _unhandled(request: Request, exc: Exception) -> JSONResponse:

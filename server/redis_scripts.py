@@ -12,10 +12,11 @@ hiredis (C). Under load many replies arrive in one read.
 
 Semantics kept from the redis-py client the gateway configures (`server.app`):
 
-- a command that gets no reply within ``timeout`` raises `redis.exceptions.TimeoutError`; the
-  connection is then dropped (what else it carried fails with it), as redis-py does (one timer per
-  connection watches the oldest command waiting for its reply: a timer per command, with
-  ``asyncio.timeout``, cost more than the rest of the client);
+- a command (or a new connection's ``AUTH`` / ``SELECT``) that gets no reply within ``timeout``
+  raises `redis.exceptions.TimeoutError`, never retried; the connection is then dropped (what
+  else it carried fails with it), as redis-py does (one timer per connection watches the oldest
+  command waiting for its reply: a timer per command, with ``asyncio.timeout``, cost more than
+  the rest of the client);
 - a connection that cannot be made, or drops, raises `redis.exceptions.ConnectionError`; the
   command is retried (3 times, backoff from 10 ms doubling to 0.5 s, jittered) on a new
   connection, as the gateway's redis-py ``Retry`` does, so a restarted Redis is reconnected to;
@@ -222,7 +223,10 @@ class ScriptClient:
         for command in setup:
             try:
                 reply = await connection.send(_encode(command))
-            except (RedisTimeoutError, RedisConnectionError) as exc:
+            except RedisTimeoutError:
+                connection.abort(RedisConnectionError("Redis did not answer the connection set-up"))
+                raise  # a hung Redis, as for any command: waited out once, never retried
+            except RedisConnectionError as exc:
                 connection.abort(RedisConnectionError("Redis did not answer the connection set-up"))
                 raise RedisConnectionError(f"Redis did not answer {command[0]}: {exc!r}") from exc
             if isinstance(reply, ResponseError):

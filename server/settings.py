@@ -22,6 +22,8 @@ class Settings(BaseSettings):
 
     catalogue: Path = REPO_ROOT / "generated_envs"
     redis_url: str | None = Field(None, description="unset: start an embedded redis-server")
+    redis_maxmemory: str = Field("1g", description="memory of the embedded Redis (compose's too); "
+                                 "when full it refuses writes (503) and never evicts a session")
     redis_timeout: float = Field(3.0, gt=0, description="seconds to wait for Redis to connect or "
                                  "answer a command before a request fails with 503")
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list,
@@ -40,6 +42,8 @@ class Settings(BaseSettings):
     sandbox_cpus: float = Field(1.0, gt=0)
     sandbox_pids: int = Field(64, ge=8)
     sandbox_tmpfs: str = "16m"
+    sandbox_log_size: str = Field("1m", description="a sandbox's output kept on the host (its "
+                                  "newest part, for diagnostics); the rest is dropped")
     socket_root: Path = Path("/tmp/envscaler")
     pool_size: int = Field(8, ge=0)
     max_sandboxes: int = Field(1024, ge=1)
@@ -70,7 +74,7 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
 
-    @field_validator("check_memory")
+    @field_validator("check_memory", "sandbox_log_size", "redis_maxmemory")
     @classmethod
     def _a_size(cls, value: str) -> str:
         parse_size(value)  # ValueError: "not a size"
@@ -95,6 +99,7 @@ class Settings(BaseSettings):
         return SandboxConfig(
             backend=self.sandbox_backend, image=image, docker_runtime=self.sandbox_runtime,
             memory=self.sandbox_memory, cpus=self.sandbox_cpus, pids=self.sandbox_pids,
-            tmpfs_size=self.sandbox_tmpfs, socket_root=self.socket_root, pool_size=self.pool_size,
+            tmpfs_size=self.sandbox_tmpfs, log_size=self.sandbox_log_size,
+            socket_root=self.socket_root, pool_size=self.pool_size,
             max_sandboxes=self.max_sandboxes, create_rate=self.sandbox_create_rate,
             labels=labels or {})

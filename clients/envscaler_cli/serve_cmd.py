@@ -33,6 +33,7 @@ def serve(
     """Run the gateway on the catalogue."""
     import uvicorn
 
+    from sandbox.config import parse_size
     from server.embedded_redis import EmbeddedRedis, EmbeddedRedisError
     from server.settings import Settings
     from server.workers import default_count
@@ -52,12 +53,14 @@ def serve(
     redis_server = None
     if settings.redis_url is None:
         try:
-            redis_server = EmbeddedRedis(settings.state_dir / "redis").start()
+            redis_server = EmbeddedRedis(settings.state_dir / "redis",
+                                         maxmemory=parse_size(settings.redis_maxmemory)).start()
         except EmbeddedRedisError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(1) from None
         os.environ["ENVSCALER_REDIS_URL"] = redis_server.url
-        console.print(f"embedded Redis at {redis_server.url} (data in {redis_server.directory})")
+        console.print(f"embedded Redis at {redis_server.address} (data and password in "
+                      f"{redis_server.directory})")
     try:
         config = {"app": "server.app:create_app", "factory": True, "host": host, "port": port,
                   "log_level": settings.log_level.lower(),

@@ -29,7 +29,7 @@ from sandbox.backends.base import (
     make_socket_dir,
 )
 from sandbox.client import wait_for_runtime
-from sandbox.config import SandboxConfig
+from sandbox.config import SandboxConfig, parse_size
 from sandbox.errors import SandboxGone, SandboxUnavailable
 from sandbox.heartbeat import Heartbeat
 
@@ -114,6 +114,7 @@ class DockerBackend(SandboxBackend):
             pids_limit=cfg.pids, ipc_mode="none", runtime=cfg.docker_runtime, init=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_size}"},
             binds={str(directory): {"bind": SOCKET_IN_CONTAINER, "mode": "rw"}},
+            log_config=_log_config(cfg.log_size),
         )
         all_labels = {**cfg.labels, **labels, MANAGED: "1", INSTANCE: self.instance, ROLE: role,
                       SOCKET_ROOT: str(cfg.socket_root), "envscaler.sandbox": sandbox_id}
@@ -304,6 +305,15 @@ class DockerBackend(SandboxBackend):
             log.warning("could not remove this instance's sandboxes: %s", exc)
         shutil.rmtree(self.config.socket_root / self.instance, ignore_errors=True)
         await self.heartbeat.stop()
+
+
+def _log_config(log_size: str) -> dict[str, Any]:
+    """What a sandbox writes to stdout and stderr stays on the host's disk (the engine's
+    json-file) capped at ``log_size``: two files of half of it, the older dropped as the newer
+    fills, so the last lines are there for diagnostics (``_logs_tail``) however much environment
+    code writes. (Docker's default keeps all of it: a thread writing to stderr filled the disk.)"""
+    half = max(1, parse_size(log_size) // 2)
+    return {"Type": "json-file", "Config": {"max-size": str(half), "max-file": "2"}}
 
 
 def _command(role: str) -> list[str]:

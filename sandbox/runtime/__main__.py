@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from sandbox.runtime import contain
+from sandbox.runtime import contain, seccomp
 from sandbox.runtime.checker import Checker, CheckerServer
 from sandbox.runtime.keeper import Keeper, serve_runtime
 
@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--control", type=Path, help="the keeper's Unix socket (containers only)")
     parser.add_argument("--role", choices=("runtime", "checker"), default="runtime")
     args = parser.parse_args(argv)
+    seccomp.deny_io_uring()
     listening = contain.bind_listening(args.socket)
     print(f"envscaler {args.role} pid {os.getpid()} listening on {args.socket}", file=sys.stderr,
           flush=True)

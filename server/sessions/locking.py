@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from redis.exceptions import LockError, RedisError
 
-from server.errors import ApiError, backend_unavailable, retry_after
+from server.errors import ApiError, redis_failed, retry_after
 from server.settings import Settings
 from server.store import Record, SessionLock, SessionStore
 
@@ -118,7 +118,7 @@ class SessionLocks:
                         record, seen = await self.store.load_for_call(session_id, call_id)
                 except RedisError as exc:
                     self._release_later(lock)
-                    raise backend_unavailable(f"Redis is unavailable: {exc}") from exc
+                    raise redis_failed(exc) from exc
                 self._holding[lock] = time.monotonic()
                 try:
                     yield Held(lock, record, seen)

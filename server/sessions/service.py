@@ -24,7 +24,15 @@ from sandbox.pool import SandboxPool
 from sandbox.sandbox import Snapshot
 from server.auth import Principal, check_agent, token_hash, verify_agent
 from server.catalogue import ServedCatalogue, ServedEnv
-from server.errors import ApiError, backend_unavailable, invalid_request, not_found, retry_after
+from server.errors import (
+    ApiError,
+    backend_unavailable,
+    invalid_request,
+    not_found,
+    redis_failed,
+    redis_full,
+    retry_after,
+)
 from server.metrics import Metrics
 from server.redis_scripts import ScriptClient
 from server.sessions.calls import (
@@ -94,7 +102,7 @@ class SessionService:
         try:
             record = await self.store.load(session_id)
         except RedisError as exc:
-            raise backend_unavailable(f"Redis is unavailable: {exc}") from exc
+            raise redis_failed(exc) from exc
         return self._checked(session_id, record, caller)
 
     def _checked(self, session_id: str, record: Record | None, caller: Principal) -> Record:
@@ -174,7 +182,7 @@ class SessionService:
         except BaseException as exc:
             await self.sandboxes.destroy_quietly(sandbox)
             if isinstance(exc, RedisError):
-                raise backend_unavailable(f"Redis is unavailable: {exc}") from exc
+                raise redis_failed(exc) from exc
             raise
         self.sandboxes.held[session_id] = sandbox
         self.metrics.sessions_created.labels(env.id).inc()
@@ -243,6 +251,7 @@ class SessionService:
             fields = {"step": str(record.step), "executed": str(record.executed)}
             if record.sandbox is None:
                 fields["sandbox"] = ""  # it died during the call; the next request rebuilds
+            refusal: RedisError | None = None
             try:
                 committed = await self.store.commit(
                     record, held.lock, entry, fields=fields, release=True
@@ -252,10 +261,13 @@ class SessionService:
                 if not isinstance(exc, RedisError):
                     await self.sandboxes.drop(record)
                     raise
+                refusal = exc
             if not committed:
                 # The sandbox ran a call that the trajectory does not have, so it no longer matches
                 # the record: kill it; the next request rebuilds from the trajectory.
                 await self.sandboxes.drop(record)
+                if refusal is not None and redis_full(refusal):
+                    raise redis_failed(refusal)
                 raise backend_unavailable(
                     "the call could not be recorded (Redis unavailable, or the session "
                     "lock's lease ran out, or its record expired); its effects were discarded"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,12 +16,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
 from envformat.loader import load_env
 from server.embedded_redis import free_port
 from tests.conftest import REPO_ROOT, RUN_ID
 
 API_KEY = f"compose-{RUN_ID}"
+REDIS_PASSWORD = secrets.token_hex(16)
 READY_TIMEOUT = 180.0
 
 
@@ -37,6 +40,7 @@ def stack(docker_client, sandbox_image: str) -> Iterator[tuple[str, Path]]:  # t
     socket_root = Path(f"/tmp/esc-{RUN_ID}")
     port = free_port()
     env = {**os.environ, "ENVSCALER_API_KEYS": API_KEY, "ENVSCALER_PORT": str(port),
+           "ENVSCALER_REDIS_PASSWORD": REDIS_PASSWORD,
            "ENVSCALER_SOCKET_ROOT": str(socket_root), "ENVSCALER_POOL_SIZE": "1"}
     up = compose(env, "up", "-d")
     assert up.returncode == 0, up.stderr[-3000:]
@@ -85,3 +89,21 @@ def test_compose_stack_serves_a_session_end_to_end(stack: tuple[str, Path]) -> N
             assert answer.status_code == 200 and answer.json()["ok"], answer.text
         assert client.post(f"/v1/sessions/{session}/validate").json()["reward"] == 1.0
         assert client.delete(f"/v1/sessions/{session}").status_code == 200
+
+
+def test_composed_redis_is_private(stack: tuple[str, Path],
+                                   docker_client) -> None:  # type: ignore[no-untyped-def]
+    """Published on no host port, reached (here over the test's own compose network) only with
+    the password, and full rather than evicting."""
+    [container] = docker_client.containers.list(filters={"label": [
+        f"com.docker.compose.project=envscaler-test-{RUN_ID}", "com.docker.compose.service=redis"]})
+    assert not any(container.attrs["NetworkSettings"]["Ports"].values())
+    assert REDIS_PASSWORD not in " ".join(container.attrs["Args"])
+    [network] = container.attrs["NetworkSettings"]["Networks"].values()
+    with redis.Redis(host=network["IPAddress"], socket_timeout=5) as anonymous:
+        with pytest.raises(redis.AuthenticationError):
+            anonymous.ping()
+    with redis.Redis(host=network["IPAddress"], password=REDIS_PASSWORD, socket_timeout=5,
+                     decode_responses=True) as client:
+        assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+        assert int(client.config_get("maxmemory")["maxmemory"]) > 0

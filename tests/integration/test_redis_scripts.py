@@ -98,7 +98,7 @@ async def test_timeout_then_reconnect_after_restart(tmp_path: Path) -> None:
         server.stop()
         with pytest.raises(RedisConnectionError):
             await fast.evalsha(script, [], [])
-        server = EmbeddedRedis(tmp_path / "r2", port=port, persistent=False).start()
+        server = EmbeddedRedis(tmp_path / "r", port=port, persistent=False).start()  # same password
         assert await fast.evalsha(script, [], []) == 1  # reconnected, script loaded again
     finally:
         fast.close()
@@ -151,10 +151,7 @@ async def test_url_options(tmp_path: Path) -> None:
     assert ScriptClient.for_url("rediss://example:6380/0", 1, 1) is None  # TLS: redis-py's
     server = EmbeddedRedis(tmp_path / "r", persistent=False).start()
     try:
-        setup = aioredis.Redis(port=server.port, decode_responses=True)
-        await setup.config_set("requirepass", "secret")
-        await setup.aclose()
-        url = f"redis://:secret@127.0.0.1:{server.port}/3"
+        url = f"redis://:{server.password}@127.0.0.1:{server.port}/3"
         fast = ScriptClient.for_url(url, timeout=3, connect_timeout=3)
         assert fast is not None
         check = aioredis.Redis.from_url(url, decode_responses=True)
