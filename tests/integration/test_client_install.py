@@ -1,5 +1,5 @@
-"""The client installs on its own: its wheel requires httpx and pydantic only, and it works
-with none of the service's packages importable."""
+"""The client installs on its own: its wheel requires httpx and pydantic only (the trainer
+adapters' frameworks are extras), and it works with none of the service's packages importable."""
 
 from __future__ import annotations
 
@@ -30,9 +30,12 @@ def test_the_wheel_requires_httpx_and_pydantic_only(tmp_path: Path) -> None:
     requires = {
         re.match(r"[A-Za-z0-9_.-]+",
                  line.split(":", 1)[1].strip()).group(0).lower()  # type: ignore[union-attr]
-        for line in lines if line.startswith("Requires-Dist:")
+        for line in lines if line.startswith("Requires-Dist:") and "extra ==" not in line
     }
     assert requires == {"httpx", "pydantic"}
+    # the trainer adapters' frameworks are optional extras, never the base client's
+    extras = {line.split(":", 1)[1].strip() for line in lines if line.startswith("Provides-Extra:")}
+    assert extras == {"trl", "verl"}
     packaged = {name for name in names if not name.startswith("envscaler_client-")}
     assert packaged == {
         path.relative_to(CLIENTS).as_posix()

@@ -75,7 +75,8 @@ def test_transformers_reads_the_session_tool_schemas_back_from_the_trl_class(
     row = scenario_rows(env, url=gateway.url, api_key=gateway.api_key)[0]
     with cls() as environment:
         environment.reset(**row)
-        session_tools = {tool["function"]["name"]: tool for tool in environment._open_session().tools}
+        session_tools = {tool["function"]["name"]: tool
+                         for tool in environment._open_session().tools}
         methods = trl_tools(environment)
         assert sorted(methods) == sorted(session_tools)
         for name, method in methods.items():
@@ -163,7 +164,8 @@ def verl_adapter(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.delitem(sys.modules, "envscaler_client.adapters.verl", raising=False)
     importlib.import_module("envscaler_client.adapters.verl")
-    registry = importlib.import_module("verl.experimental.agent_loop.agent_loop")._agent_loop_registry
+    agent_loop = importlib.import_module("verl.experimental.agent_loop.agent_loop")
+    registry = agent_loop._agent_loop_registry
     module_name, class_name = registry["envscaler_agent"]["_target_"].rsplit(".", 1)
     yield getattr(importlib.import_module(module_name), class_name)
     for name in [name for name in sys.modules if name == "verl" or name.startswith("verl.")]:

@@ -100,12 +100,13 @@ def test_parameters_without_a_description_still_get_one() -> None:
     # get_json_schema refuses a parameter the docstring does not describe
     got = method_schema(tool({"member_id": {"type": "string"}}, ["member_id"], description=""))
     assert got["function"]["description"] == "do_it"
-    assert got["function"]["parameters"]["properties"]["member_id"]["description"] == "The member_id."
+    member_id = got["function"]["parameters"]["properties"]["member_id"]
+    assert member_id["description"] == "The member_id."
 
 
 def test_the_description_keeps_its_returns_block_as_the_return_description() -> None:
-    description = ("Look up a member.\n\nReturns:\n    dict: {\"success\": True, \"data\": ...}, or\n"
-                   "    {\"success\": False, \"error\": str}.\n\nRaises:\n    Nothing.")
+    description = ('Look up a member.\n\nReturns:\n    dict: {"success": True, "data": ...}, or\n'
+                   '    {"success": False, "error": str}.\n\nRaises:\n    Nothing.')
     main, returns = split_description(description)
     assert main == "Look up a member."
     # the Raises block stays, without the colon get_json_schema would cut it at

@@ -20,7 +20,7 @@ URL_VARIABLE = "ENVSCALER_URL"
 API_KEY_VARIABLE = "ENVSCALER_API_KEY"
 VERL_AGENT_NAME = "envscaler_agent"
 VERL_ROW_KEY = "envscaler"
-"""The key of a verl row's ``extra_info`` that names the episode (``env``, ``scenario``, ``seed``)."""
+"""The key of a verl row's ``extra_info`` naming the episode (``env``, ``scenario``, ``seed``)."""
 
 
 def gateway(url: str | None = None, api_key: str | None = None) -> tuple[str, str | None]:

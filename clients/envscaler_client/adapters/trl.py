@@ -3,8 +3,9 @@
     from envscaler_client.adapters.trl import environment_factory
     from envscaler_client.adapters.rows import scenario_rows
 
-    trainer = GRPOTrainer(model=..., train_dataset=Dataset.from_list(scenario_rows("library_loans")),
-                          environment_factory=environment_factory("library_loans"), args=...)
+    rows = scenario_rows("library_loans", split="train")
+    trainer = GRPOTrainer(model=..., train_dataset=Dataset.from_list(rows), args=...,
+                          environment_factory=environment_factory("library_loans"))
 
 The contract, as ``GRPOTrainer`` (TRL 1.16) uses it: it calls the factory with no argument, once
 per concurrent rollout, and keeps the instances for later batches; the class's public functions

@@ -49,7 +49,8 @@ class EnvScalerTool(BaseTool):
         self._session = session
         self._calls = itertools.count()
 
-    async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
+    async def create(self, instance_id: str | None = None,
+                     **kwargs: Any) -> tuple[str, ToolResponse]:
         return instance_id or self._session.id, ToolResponse()
 
     async def execute(self, instance_id: str, parameters: dict[str, Any],
