@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from envscaler_client import NotFoundError
 from envscaler_client.adapters.rows import scenario_rows, verl_rows
 from envscaler_client.adapters.trl import (
     EnvScalerEnvironment,
@@ -121,6 +122,25 @@ def test_a_tool_error_is_text_the_model_reads(gateway: LiveGateway) -> None:
         unknown = json.loads(tools["get_member"](member_id="M-0000"))
         assert unknown["success"] is False
         assert json.loads(tools["get_member"](member_id="M-1001"))["success"] is True
+
+
+def test_a_session_the_gateway_ended_is_replaced_by_the_next_reset(gateway: LiveGateway) -> None:
+    cls = environment_factory("library_loans", url=gateway.url, api_key=gateway.api_key)
+    with cls() as environment:
+        environment.reset(env="library_loans", scenario="library_loans-001")
+        first = environment._open_session().id
+        with pytest.raises(NotFoundError, match="library_loans-999"):
+            environment.reset(env="library_loans", scenario="library_loans-999")
+        assert environment._open_session().id == first  # a refused row keeps the session
+        ended = httpx.delete(f"{gateway.url}/v1/sessions/{first}",
+                             headers={"Authorization": f"Bearer {gateway.api_key}"})
+        assert ended.status_code == 200, ended.text
+        environment.reset(env="library_loans", scenario="library_loans-002", seed=3)
+        replaced = environment._open_session()
+        assert replaced.id != first
+        assert (replaced.scenario, replaced.seed) == ("library_loans-002", 3)
+        assert "success" in json.loads(trl_tools(environment)["get_member"](member_id="M-1001"))
+    assert session_status(gateway, replaced.id) == "closed"
 
 
 def test_a_dict_of_factories_routes_rows_by_environment(gateway: LiveGateway) -> None:

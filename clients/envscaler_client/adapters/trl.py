@@ -34,6 +34,8 @@ from envscaler_client.tools import tool_message
 
 log = logging.getLogger(__name__)
 
+SESSION_GONE = frozenset({"SessionClosed", "SessionExpired", "UnknownSession"})
+"""What a reset may meet when the gateway ended the session between batches: open a new one."""
 RESERVED = ("reset", "get_reward")
 """Names TRL gives a meaning of its own; a tool so named could not be exposed as a tool."""
 
@@ -74,7 +76,9 @@ class EnvScalerEnvironment:
         if session is not None:
             try:
                 session.reset(episode.scenario, seed=episode.seed)
-            except (SessionClosedError, NotFoundError):
+            except (SessionClosedError, NotFoundError) as exc:
+                if exc.type not in SESSION_GONE:
+                    raise
                 session = None
         if session is None:
             session = self._client.create_session(self.env, episode.scenario, seed=episode.seed)
