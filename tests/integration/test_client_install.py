@@ -13,7 +13,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = REPO_ROOT / "clients"
 SERVICE_PACKAGES = ("fastapi", "starlette", "uvicorn", "redis", "docker", "typer", "rich", "click",
-                    "jsonschema", "server", "sandbox", "envformat", "synth", "envscaler_cli")
+                    "jsonschema", "server", "sandbox", "envformat", "synth", "envscaler_cli",
+                    "transformers", "trl", "verl", "torch")  # the trainers are extras
 
 
 def test_the_wheel_requires_httpx_and_pydantic_only(tmp_path: Path) -> None:
@@ -67,6 +68,8 @@ else:
 import envscaler_client
 for module in pkgutil.iter_modules(envscaler_client.__path__):
     importlib.import_module(f"envscaler_client.{module.name}")
+for module in ("rows", "signatures", "trl"):  # the verl adapter is verl's to import
+    importlib.import_module(f"envscaler_client.adapters.{module}")
 for name in envscaler_client.__all__:
     getattr(envscaler_client, name)
 
