@@ -34,7 +34,6 @@ from envscaler_client.aio import AsyncEnvClient, AsyncSession
 from envscaler_client.tools import async_tool_message
 
 
-
 class EnvScalerTool(BaseTool):
     """One tool of one session: ``execute`` calls it (a failure is a result the model reads),
     ``calc_reward`` validates the session. ``ToolAgentLoop`` creates and releases an instance
@@ -89,6 +88,6 @@ class EnvScalerAgentLoop(ToolAgentLoop):
             output = await super().run(sampling_params, **kwargs)
             validation = await session.validate()
         output.reward_score = validation.reward
-        output.extra_fields[VERL_ROW_KEY] = {"session_id": session.id, "passed": validation.passed,
-                                        "total": validation.total}
+        output.extra_fields[VERL_ROW_KEY] = {
+            "session_id": session.id, "passed": validation.passed, "total": validation.total}
         return output
