@@ -35,6 +35,7 @@ from server.responses import FastJSONResponse
 from server.routes import envs, health, sessions
 from server.sessions import SessionService
 from server.settings import Settings
+from server.web import mount as mount_web_ui
 
 log = logging.getLogger("envscaler.server")
 
@@ -167,4 +168,6 @@ def create_app(
     app.include_router(sessions.router)
     app.include_router(health.router)
     app.include_router(envs.router)
+    if settings.web_ui:
+        mount_web_ui(app)
     return app

@@ -148,6 +148,17 @@ class ScenarioList(BaseModel):
     scenarios: list[ScenarioSummary] = Field(description="Never the checks or solutions")
 
 
+class ChecklistEntry(BaseModel):
+    item: str = Field(description='What the check asserts ("Has ...?")')
+    check_func: str = Field(description="Source of `check_func(final_state) -> bool`")
+
+
+class ScenarioDetail(ScenarioSummary):
+    env: str
+    verified: bool = Field(description="True when the reference solution reaches reward 1.0")
+    checklist: list[ChecklistEntry] = Field(description="The checks that make the reward")
+
+
 # ---------------------------------------------------------------- sessions
 
 

@@ -68,6 +68,7 @@ class Settings(BaseSettings):
                                    description="largest request body (beyond: 413 RequestTooLarge)")
     session_ttl: float = Field(900.0, gt=0, description="idle seconds before a session's sandbox is killed")
     record_ttl: float = Field(86_400.0, gt=0, description="seconds a session's record outlives its sandbox")
+    web_ui: bool = Field(True, description="serve the web page at /ui/ (false: the API alone)")
 
     @field_validator("redis_url", "sandbox_image", "sandbox_runtime", "workers", mode="before")
     @classmethod

@@ -11,6 +11,7 @@ from server.models import (
     EnvDetail,
     EnvList,
     EnvSummary,
+    ScenarioDetail,
     ScenarioList,
     ScenarioSummary,
     error_responses,
@@ -84,3 +85,24 @@ async def list_scenarios(
             if split is None or s.split == split
         ],
     )
+
+
+@router.get(
+    "/{env}/scenarios/{scenario}",
+    response_model=ScenarioDetail,
+    summary="A scenario's task and checklist (never its solution)",
+    description="For people who look at an environment before they train on it (the web page): "
+    "the checklist items with their check sources. API keys only, like the whole catalogue; the "
+    "reference solution stays in the catalogue files.",
+    responses=error_responses(401, 403, 404, 422),
+)
+async def get_scenario(
+    env: str, scenario: str, request: Request, _: Principal = Depends(admin)
+) -> ScenarioDetail:
+    served = request.app.state.catalogue.env(env)
+    found = served.scenario(scenario)
+    return ScenarioDetail.model_validate({
+        "env": served.id, "id": found.id, "split": found.split, "task": found.task,
+        "verified": found.verified,
+        "checklist": [{"item": c.item, "check_func": c.check_func} for c in found.checklist],
+    })
