@@ -17,7 +17,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
-from starlette.responses import Response
+from starlette.exceptions import HTTPException
+from starlette.responses import PlainTextResponse, Response
 from starlette.staticfiles import StaticFiles
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -50,7 +51,11 @@ class SecuredStaticFiles(StaticFiles):
     """Starlette's static files, each answer (404s too) carrying `SECURITY_HEADERS`."""
 
     async def get_response(self, path: str, scope: Any) -> Response:
-        response = await super().get_response(path, scope)
+        try:
+            response = await super().get_response(path, scope)
+        except HTTPException as exc:  # 404, 405: answered here so that they carry the headers
+            response = PlainTextResponse(exc.detail, status_code=exc.status_code,
+                                         headers=exc.headers)
         response.headers.update(SECURITY_HEADERS)
         return response
 
