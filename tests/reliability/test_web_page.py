@@ -293,6 +293,11 @@ def test_catalogue_renders_model_written_text_as_text_under_a_strict_csp(
                                  "#env-detail b, #env-detail img, #env-detail script") == []
     assert browser.title == "EnvScaler"
     assert console_problems(browser) == []
+    # The browser enforces the policy: an HTML sink throws (Trusted Types) instead of parsing.
+    sink = browser.execute_script(
+        "try { document.body.insertAdjacentHTML('beforeend', '<i id=\"sink\"></i>');"
+        " return 'parsed' } catch (e) { return e.name }")
+    assert sink == "TypeError" and browser.find_elements(By.ID, "sink") == []
 
     browser.find_element(By.CSS_SELECTOR, f'button.env[data-env="{LIBRARY}"]').click()
     wait_until(browser, lambda d: d.find_element(By.ID, "env-title").text == LIBRARY,
@@ -391,3 +396,26 @@ async def test_the_page_is_off_when_web_ui_is_false(make_settings: Callable[...,
             answer = await client.get(path)
             assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY, path
             assert answer.headers["x-content-type-options"] == "nosniff", path
+
+
+async def test_a_scenario_detail_gives_its_checklist_to_api_keys_only(
+    make_settings: Callable[..., Any]
+) -> None:
+    async with running_gateway(make_settings()) as (_, client):
+        detail = (await client.get(f"/v1/envs/{COUNTER}/scenarios/counter-2")).json()
+        assert detail == {
+            "env": COUNTER, "id": "counter-2", "split": "eval", "task": "Bring counter z to 11.",
+            "verified": True,
+            "checklist": [{"item": "Has counter z reached 11?", "check_func": "def check_func("
+                           "final_state):\n    return final_state['counters'].get('z') == 11\n"}],
+        }
+        unknown = await client.get(f"/v1/envs/{COUNTER}/scenarios/counter-9")
+        assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "UnknownScenario"
+        created = await client.post("/v1/sessions", json={"env": COUNTER, "scenario": "counter-2"})
+        agent = {"Authorization": f"Bearer {created.json()['agent_token']}"}
+        refused = await client.get(f"/v1/envs/{COUNTER}/scenarios/counter-2", headers=agent)
+        assert refused.status_code == 403 and refused.json()["error"]["type"] == "Forbidden"
+        await client.delete(f"/v1/sessions/{created.json()['session_id']}")
+        operation = (await client.get("/openapi.json")).json()["paths"][
+            "/v1/envs/{env}/scenarios/{scenario}"]["get"]
+        assert operation["summary"] and {"401", "403", "404"} <= set(operation["responses"])
