@@ -347,7 +347,7 @@ const playground = {
   pendingScenario: null,
 
   setup() {
-    byId("pg-env").addEventListener("change", () => this.loadScenarios());
+    byId("pg-env").addEventListener("change", () => this.run(() => this.loadScenarios()));
     byId("pg-setup").addEventListener("submit", (event) => {
       event.preventDefault();
       this.run(() => this.open());
@@ -374,6 +374,11 @@ const playground = {
     } catch (error) {
       notice(String(error));
       if (error.field) this.markField(error.field);
+      const ended = { SessionExpired: "expired", SessionClosed: "closed" }[error.type];
+      if (ended && this.session) {
+        this.session.status = ended;
+        this.renderSession();
+      }
     } finally {
       buttons.forEach((b) => { b.disabled = false; });
       this.syncButtons();
@@ -386,7 +391,7 @@ const playground = {
     const current = select.value;
     select.replaceChildren(...envs.map((env) => el("option", { value: env.id }, env.id)));
     if (current) select.value = current;
-    this.loadScenarios();
+    this.loadScenarios().catch((error) => notice(String(error)));
   },
 
   async loadScenarios() {
