@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from redis.exceptions import LockError, RedisError
 
-from server.errors import ApiError, redis_failed, retry_after
+from server.errors import ApiError, redis_failed, retry_after, unauthorized
 from server.settings import Settings
-from server.store import Record, SessionLock, SessionStore
+from server.store import Record, SessionLock, SessionStore, TokenRefused
 
 log = logging.getLogger("envscaler.server.sessions")
 
@@ -85,10 +85,13 @@ class SessionLocks:
         wait: float | None = None,
         call_id: str | None = None,
         touch: bool = True,
+        token_hash: str | None = None,
     ) -> AsyncIterator[Held]:
         """Hold the session and read its record: first this process's lock, then the Redis lock
         (taken together with the reads in one round trip when free); every wait bounded. Taking
-        it is activity (``touch``: the session is not idle), except for the idle expiry's own."""
+        it is activity (``touch``: the session is not idle), except for the idle expiry's own.
+        An agent's ``token_hash`` is checked in that round trip before anything else: a wrong
+        token answers 401 and neither takes the Redis lock nor touches the session."""
         wait = self.wait if wait is None else wait
         deadline = time.monotonic() + wait
         local = self._locks.get(session_id)
@@ -108,7 +111,7 @@ class SessionLocks:
                 lock = self.store.lock(session_id, self.lease, wait)
                 try:
                     acquired, record, seen = await self.store.lock_and_load(
-                        lock, session_id, call_id, touch
+                        lock, session_id, call_id, touch, token_hash
                     )
                     if not acquired:
                         if wait <= 0 or not await lock.acquire(
@@ -116,6 +119,8 @@ class SessionLocks:
                         ):
                             raise self._busy(session_id)
                         record, seen = await self.store.load_for_call(session_id, call_id)
+                except TokenRefused:
+                    raise unauthorized("invalid agent token") from None
                 except RedisError as exc:
                     self._release_later(lock)
                     raise redis_failed(exc) from exc

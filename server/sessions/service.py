@@ -20,6 +20,7 @@ from sandbox.errors import (
     SandboxError,
     SandboxGone,
 )
+from sandbox.jsoncodec import dump_bytes
 from sandbox.pool import SandboxPool
 from sandbox.sandbox import Snapshot
 from server.auth import Principal, check_agent, token_hash, verify_agent
@@ -81,6 +82,7 @@ class SessionService:
         self.expiry = SessionExpiry(settings, self.store, self.locks, self.sandboxes, metrics)
         self.checkers = checkers
         self.check_budget = settings.check_budget()
+        self.json_limits = settings.json_limits()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -228,9 +230,11 @@ class SessionService:
     ) -> CallOutcome:
         check_session_id(session_id)
         check_agent(caller, session_id)
-        arguments = parse_arguments(arguments)
+        arguments = parse_arguments(arguments, self.json_limits)
+        size = self._argument_bytes(arguments)
         started = time.perf_counter()
-        async with self.locks.locked(session_id, call_id=call_id) as held:
+        async with self.locks.locked(session_id, call_id=call_id,
+                                     token_hash=caller.token_hash) as held:
             record = self._checked(session_id, held.record, caller)
             if held.seen is not None:
                 stored = await self.store.entry(session_id, held.seen)
@@ -243,12 +247,16 @@ class SessionService:
                     )
                     return CallOutcome(stored, duplicate=True)
             self._require_active(record)
+            self._within_quota(record, size)
             env = self._env(record)
             self.catalogue.validate_arguments(env, name, arguments)
             entry = await self._execute(record, env, held.lock, name, arguments, call_id)
             record.step += 1
             record.executed += bool(entry.get("replay"))
-            fields = {"step": str(record.step), "executed": str(record.executed)}
+            record.result_size += len(dump_bytes(entry.get("result") if entry["ok"]
+                                                 else entry.get("error")))
+            fields = {"step": str(record.step), "executed": str(record.executed),
+                      "result_size": str(record.result_size)}
             if record.sandbox is None:
                 fields["sandbox"] = ""  # it died during the call; the next request rebuilds
             refusal: RedisError | None = None
@@ -287,6 +295,37 @@ class SessionService:
                 elapsed * 1e3,
             )
         return CallOutcome(entry)
+
+    def _argument_bytes(self, arguments: dict[str, Any]) -> int:
+        """The JSON size of a call's arguments, as stored and sent; 413 beyond the limit (a
+        call's body is bounded by it already: this bounds arguments given as a JSON string)."""
+        size = len(dump_bytes(arguments))
+        if size > self.settings.max_argument_bytes:
+            raise ApiError(413, "ArgumentsTooLarge", f"the arguments take {size} bytes of JSON; "
+                           f"the limit is {self.settings.max_argument_bytes} "
+                           "(ENVSCALER_MAX_ARGUMENT_BYTES)", field="arguments")
+        return size
+
+    def _within_quota(self, record: Record, adding: int) -> None:
+        """413 ``QuotaExceeded`` when the session may not grow its trajectory by an entry of
+        ``adding`` bytes (and its result): checked before anything runs, so a session's keys in
+        Redis stay within its quotas plus one entry. Nothing is recorded; reads, validation and
+        deletion still work, and the caller opens a new session."""
+        settings, session = self.settings, record.id
+        if record.length >= settings.max_session_calls:
+            reason = (f"has {record.length} trajectory entries, the most a session may have "
+                      f"(ENVSCALER_MAX_SESSION_CALLS={settings.max_session_calls})")
+        elif record.size + adding > settings.max_trajectory_bytes:
+            reason = (f"has a trajectory of {record.size} bytes, and {adding} more would pass "
+                      f"ENVSCALER_MAX_TRAJECTORY_BYTES={settings.max_trajectory_bytes}")
+        elif record.result_size >= settings.max_session_result_bytes:
+            reason = (f"has had {record.result_size} bytes of results, the most a session may "
+                      f"have (ENVSCALER_MAX_SESSION_RESULT_BYTES="
+                      f"{settings.max_session_result_bytes})")
+        else:
+            return
+        raise ApiError(413, "QuotaExceeded", f"session {session} {reason}; nothing was run or "
+                       "recorded: open a new session")
 
     async def _execute(
         self,
@@ -494,6 +533,7 @@ class SessionService:
                     init_config, task = scenario.init_config, scenario.task
             new_seed = record.seed if seed is None else seed
             custom = scenario_id is None
+            self._within_quota(record, len(dump_bytes(init_config)) if custom else 0)
             sandbox = await self.sandboxes.live_sandbox(record)
             reused = False
             if sandbox is not None:
