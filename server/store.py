@@ -345,6 +345,9 @@ class SessionStore:
             (int(index) if index is not None else None),
         )
 
+    async def agent_token_hash(self, session_id: str) -> str | None:
+        return await self.redis.hget(session_key(session_id), "agent_token_hash")
+
     async def load(self, session_id: str) -> Record | None:
         raw = await self.redis.hgetall(session_key(session_id))
         return Record.parse(session_id, raw) if raw else None

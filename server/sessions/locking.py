@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -90,8 +91,10 @@ class SessionLocks:
         """Hold the session and read its record: first this process's lock, then the Redis lock
         (taken together with the reads in one round trip when free); every wait bounded. Taking
         it is activity (``touch``: the session is not idle), except for the idle expiry's own.
-        An agent's ``token_hash`` is checked in that round trip before anything else: a wrong
-        token answers 401 and neither takes the Redis lock nor touches the session."""
+        An agent's ``token_hash`` is checked before anything else: in that round trip, or first
+        with a read of its own when another request holds the session in this process (so that
+        it does not wait in line). A wrong token answers 401 at once, having taken no lock and
+        touched nothing."""
         wait = self.wait if wait is None else wait
         deadline = time.monotonic() + wait
         local = self._locks.get(session_id)
@@ -102,6 +105,8 @@ class SessionLocks:
             if local.users == 1:
                 await local.lock.acquire()  # no one else holds it or waits: taken at once
             else:
+                if token_hash is not None:
+                    await self._verify(session_id, token_hash)  # not queued behind the holder
                 try:
                     async with asyncio.timeout(wait):
                         await local.lock.acquire()
@@ -151,6 +156,15 @@ class SessionLocks:
             local.users -= 1
             if local.users == 0:
                 self._locks.pop(session_id, None)
+
+    async def _verify(self, session_id: str, token_hash: str) -> None:
+        """401 unless ``token_hash`` is the session's agent token's (one read, no lock)."""
+        try:
+            stored = await self.store.agent_token_hash(session_id)
+        except RedisError as exc:
+            raise backend_unavailable(f"Redis is unavailable: {exc}") from exc
+        if stored is None or not hmac.compare_digest(stored, token_hash):
+            raise unauthorized("invalid agent token")
 
     def _release_later(self, lock: SessionLock) -> None:
         """Release a lock that this process may hold but could not release (Redis was away, or

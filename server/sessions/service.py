@@ -52,6 +52,9 @@ from server.store import Record, SessionLock, SessionStore, dumps
 log = logging.getLogger("envscaler.server.sessions")
 
 STARVED_RETRY_AFTER = 2.0
+# A trajectory entry's bytes beside its arguments, result or init_config: index, epoch, times,
+# flags, and a tool name and call id of up to 200 characters each (6 bytes each when escaped).
+ENTRY_OVERHEAD = 4096
 
 
 class SessionService:
@@ -306,25 +309,31 @@ class SessionService:
                            "(ENVSCALER_MAX_ARGUMENT_BYTES)", field="arguments")
         return size
 
-    def _within_quota(self, record: Record, adding: int) -> None:
-        """413 ``QuotaExceeded`` when the session may not grow its trajectory by an entry of
-        ``adding`` bytes (and its result): checked before anything runs, so a session's keys in
-        Redis stay within its quotas plus one entry. Nothing is recorded; reads, validation and
-        deletion still work, and the caller opens a new session."""
-        settings, session = self.settings, record.id
+    def _within_quota(self, record: Record, adding: int, result: bool = True) -> None:
+        """413 ``QuotaExceeded`` unless the session may take one more trajectory entry holding
+        ``adding`` bytes of the caller's (arguments, or a reset's ``init_config``) and, for a
+        ``result``, the largest result a call may return. Checked before anything runs, against
+        the worst case, so a session's trajectory and results never pass their quotas. Nothing is
+        recorded; reads, validation and deletion still work, and the caller opens a new
+        session."""
+        settings = self.settings
+        worst = settings.max_result_bytes if result else 0
         if record.length >= settings.max_session_calls:
             reason = (f"has {record.length} trajectory entries, the most a session may have "
                       f"(ENVSCALER_MAX_SESSION_CALLS={settings.max_session_calls})")
-        elif record.size + adding > settings.max_trajectory_bytes:
-            reason = (f"has a trajectory of {record.size} bytes, and {adding} more would pass "
-                      f"ENVSCALER_MAX_TRAJECTORY_BYTES={settings.max_trajectory_bytes}")
-        elif record.result_size >= settings.max_session_result_bytes:
-            reason = (f"has had {record.result_size} bytes of results, the most a session may "
-                      f"have (ENVSCALER_MAX_SESSION_RESULT_BYTES="
-                      f"{settings.max_session_result_bytes})")
+        elif record.size + ENTRY_OVERHEAD + adding + worst > settings.max_trajectory_bytes:
+            reason = (f"has a trajectory of {record.size} bytes; an entry of {adding} bytes"
+                      + (f" and a result of up to {worst} (ENVSCALER_MAX_RESULT_BYTES)"
+                         if result else "")
+                      + f" could pass ENVSCALER_MAX_TRAJECTORY_BYTES="
+                      f"{settings.max_trajectory_bytes}")
+        elif result and record.result_size + worst > settings.max_session_result_bytes:
+            reason = (f"has had {record.result_size} bytes of results; one more of up to {worst} "
+                      f"(ENVSCALER_MAX_RESULT_BYTES) could pass ENVSCALER_MAX_SESSION_RESULT_BYTES="
+                      f"{settings.max_session_result_bytes}")
         else:
             return
-        raise ApiError(413, "QuotaExceeded", f"session {session} {reason}; nothing was run or "
+        raise ApiError(413, "QuotaExceeded", f"session {record.id} {reason}; nothing was run or "
                        "recorded: open a new session")
 
     async def _execute(
@@ -533,7 +542,8 @@ class SessionService:
                     init_config, task = scenario.init_config, scenario.task
             new_seed = record.seed if seed is None else seed
             custom = scenario_id is None
-            self._within_quota(record, len(dump_bytes(init_config)) if custom else 0)
+            self._within_quota(record, len(dump_bytes(init_config)) if custom else 0,
+                               result=False)
             sandbox = await self.sandboxes.live_sandbox(record)
             reused = False
             if sandbox is not None:
