@@ -165,7 +165,8 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
                        max_argument_bytes=settings.max_argument_bytes, limits=limits)
     # Tool calls, most of the traffic, skip the layers below (server.fastcall).
-    app.add_middleware(FastCalls, max_bytes=call_body_bytes(settings.max_argument_bytes),
+    app.add_middleware(FastCalls, max_bytes=call_body_bytes(settings.max_request_bytes,
+                                                          settings.max_argument_bytes),
                        limits=limits)
     # Outermost of ours: hosts, origins and content types, before any body is read.
     app.add_middleware(RequestGuard,

@@ -27,9 +27,10 @@ CALL_ENVELOPE_BYTES = 4096  # a call's body beyond its arguments: name, call id,
 OFFLOAD_BYTES = 65_536  # bodies larger than this are parsed and checked on a worker thread
 
 
-def call_body_bytes(max_argument_bytes: int) -> int:
-    """The largest body of a tool call: its arguments' limit and room for the rest."""
-    return max_argument_bytes + CALL_ENVELOPE_BYTES
+def call_body_bytes(max_request_bytes: int, max_argument_bytes: int) -> int:
+    """The largest body of a tool call: its arguments' limit and room for the rest, within the
+    limit of every body."""
+    return min(max_request_bytes, max_argument_bytes + CALL_ENVELOPE_BYTES)
 
 
 def is_call_path(path: str) -> bool:
@@ -44,26 +45,28 @@ class BodyLimit:
         self.max_argument_bytes = max_argument_bytes
         self.limits = limits
 
-    def _too_large(self, path: str) -> ApiError:
+    def _limit(self, path: str) -> tuple[int, ApiError]:
+        """The body limit of a request to ``path``, and the answer to a body past it."""
         if is_call_path(path):
-            return ApiError(413, "ArgumentsTooLarge", f"a tool call's body exceeds "
-                            f"{call_body_bytes(self.max_argument_bytes)} bytes: its arguments "
-                            f"may take {self.max_argument_bytes} (ENVSCALER_MAX_ARGUMENT_BYTES)")
-        return ApiError(413, "RequestTooLarge", f"the request body exceeds {self.max_bytes} "
-                        "bytes (ENVSCALER_MAX_REQUEST_BYTES)")
+            limit = call_body_bytes(self.max_bytes, self.max_argument_bytes)
+            if limit < self.max_bytes:
+                return limit, ApiError(
+                    413, "ArgumentsTooLarge", f"a tool call's body exceeds {limit} bytes: its "
+                    f"arguments may take {self.max_argument_bytes} (ENVSCALER_MAX_ARGUMENT_BYTES)")
+        return self.max_bytes, ApiError(413, "RequestTooLarge", f"the request body exceeds "
+                                        f"{self.max_bytes} bytes (ENVSCALER_MAX_REQUEST_BYTES)")
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path: str = scope["path"]
-        limit = call_body_bytes(self.max_argument_bytes) if is_call_path(path) else self.max_bytes
+        limit, too_large = self._limit(scope["path"])
         length = _declared_length(scope)
         if length == 0:
             await self.app(scope, receive, send)
             return
         if length is not None and length > limit:
-            await self._too_large(path).response()(scope, receive, send)
+            await too_large.response()(scope, receive, send)
             return
         chunks, received = [], 0
         while True:
@@ -73,7 +76,7 @@ class BodyLimit:
             chunk = message.get("body", b"")
             received += len(chunk)
             if received > limit:
-                await self._too_large(path).response()(scope, receive, send)
+                await too_large.response()(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):

@@ -234,7 +234,6 @@ class SessionService:
         check_session_id(session_id)
         check_agent(caller, session_id)
         arguments = parse_arguments(arguments, self.json_limits)
-        size = self._argument_bytes(arguments)
         started = time.perf_counter()
         async with self.locks.locked(session_id, call_id=call_id,
                                      token_hash=caller.token_hash) as held:
@@ -250,9 +249,9 @@ class SessionService:
                     )
                     return CallOutcome(stored, duplicate=True)
             self._require_active(record)
-            self._within_quota(record, size)
             env = self._env(record)
             self.catalogue.validate_arguments(env, name, arguments)
+            self._within_quota(record, self._argument_bytes(arguments))
             entry = await self._execute(record, env, held.lock, name, arguments, call_id)
             record.step += 1
             record.executed += bool(entry.get("replay"))
@@ -300,8 +299,9 @@ class SessionService:
         return CallOutcome(entry)
 
     def _argument_bytes(self, arguments: dict[str, Any]) -> int:
-        """The JSON size of a call's arguments, as stored and sent; 413 beyond the limit (a
-        call's body is bounded by it already: this bounds arguments given as a JSON string)."""
+        """The JSON size of a call's (strict JSON) arguments, as stored and sent; 413 beyond the
+        limit (a call's body is bounded by it already: this bounds arguments given as a JSON
+        string)."""
         size = len(dump_bytes(arguments))
         if size > self.settings.max_argument_bytes:
             raise ApiError(413, "ArgumentsTooLarge", f"the arguments take {size} bytes of JSON; "
