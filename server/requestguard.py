@@ -1,8 +1,9 @@
 """What a request must be before anything reads its body, as pure ASGI, outermost of ours.
 
-- A body is JSON (``Content-Type: application/json``, or a ``+json`` type), or the request is refused with 415
-  ``UnsupportedMediaType``: the API takes nothing else, and a web page can send any origin a form
-  (``application/x-www-form-urlencoded``, ``multipart/form-data``, ``text/plain``) without asking.
+- A body is JSON (``Content-Type: application/json``, or a ``+json`` type), or the request is
+  refused with 415 ``UnsupportedMediaType``: the API takes nothing else, and a web page can send
+  any origin a form (``application/x-www-form-urlencoded``, ``multipart/form-data``,
+  ``text/plain``) without asking.
 - Without API keys (the service answers anyone who reaches its loopback port), the ``Host`` must
   be one of ``ENVSCALER_ALLOWED_HOSTS`` (any port), else 421 ``MisdirectedRequest``: a page whose
   name an attacker rebinds to 127.0.0.1 (DNS rebinding) sends its own name. And a request that a

@@ -70,7 +70,8 @@ class Settings(BaseSettings):
     max_argument_bytes: int = Field(262_144, ge=1024, description="largest arguments of a tool "
                                     "call, as JSON (beyond: 413 ArgumentsTooLarge)")
     max_json_depth: int = Field(32, ge=2, le=512, description="deepest nesting of arrays and "
-                                "objects in a JSON body or in arguments (beyond: 422 JsonTooComplex)")
+                                "objects in a JSON body or in arguments (beyond: 422 "
+                                "JsonTooComplex)")
     max_json_items: int = Field(10_000, ge=1, description="most items of one JSON array")
     max_json_keys: int = Field(1_000, ge=1, description="most keys of one JSON object")
     max_json_string: int = Field(262_144, ge=64, description="longest JSON string (characters)")

@@ -162,7 +162,7 @@ class SessionLocks:
         try:
             stored = await self.store.agent_token_hash(session_id)
         except RedisError as exc:
-            raise backend_unavailable(f"Redis is unavailable: {exc}") from exc
+            raise redis_failed(exc) from exc
         if stored is None or not hmac.compare_digest(stored, token_hash):
             raise unauthorized("invalid agent token")
 

@@ -87,8 +87,8 @@ def test_oversized_bodies_are_refused_with_413(gateway: GatewayProcess) -> None:
 
     # A huge declared length is refused before any of the body is read.
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
-        sock.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
-                     b"\r\nContent-Length: 68719476736\r\n\r\n{")
+        sock.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: 68719476736\r\n\r\n{")
         head = sock.recv(65536).decode()
     assert head.startswith("HTTP/1.1 413"), head
     assert httpx.get(gateway.url + "/readyz").status_code == 200

@@ -217,8 +217,8 @@ def test_a_forged_agent_token_takes_no_lock_and_touches_nothing(
             idle_since = redis.zscore(LIVE, session_id)
             expires_in = redis.pttl(session_key(session_id))
             await asyncio.sleep(1.1)
-            forged = await forger.post(calls, json={"name": "increment", "arguments": {"name": "a"}})
-            refused(forged, 401, "Unauthorized")
+            increment = {"name": "increment", "arguments": {"name": "a"}}
+            refused(await forger.post(calls, json=increment), 401, "Unauthorized")
             assert redis.zscore(LIVE, session_id) == idle_since  # the idle timer runs on
             assert redis.pttl(session_key(session_id)) <= expires_in - 1000  # not refreshed
             assert not redis.exists(lock_key(session_id))
@@ -230,12 +230,10 @@ def test_a_forged_agent_token_takes_no_lock_and_touches_nothing(
             while not redis.exists(lock_key(session_id)):
                 assert not legit.done(), legit.result().text
                 await asyncio.sleep(0.01)
-            refused(await forger.post(calls, json={"name": "increment",
-                                                   "arguments": {"name": "a"}}), 401,
-                    "Unauthorized")
+            refused(await forger.post(calls, json=increment), 401, "Unauthorized")
             assert not legit.done()
             assert (await legit).status_code == 200
-            answer = await agent.post(calls, json={"name": "increment", "arguments": {"name": "a"}})
+            answer = await agent.post(calls, json=increment)
             assert answer.status_code == 200 and answer.json()["index"] == 1, answer.text
         finally:
             for client in (admin, agent, forger):
