@@ -29,8 +29,9 @@ from server import errors
 from server.auth import Authenticator
 from server.catalogue import ServedCatalogue
 from server.fastcall import FastCalls
-from server.limits import BodyLimit
+from server.limits import BodyLimit, call_body_bytes
 from server.metrics import Metrics
+from server.requestguard import RequestGuard
 from server.responses import FastJSONResponse
 from server.routes import envs, health, sessions
 from server.sessions import SessionService
@@ -161,9 +162,16 @@ def create_app(
     app.state.auth = Authenticator(settings.api_keys)
     app.state.metrics = Metrics()
     errors.install(app)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
-    # Outermost of ours: tool calls, most of the traffic, skip the layers below (server.fastcall).
-    app.add_middleware(FastCalls, max_bytes=settings.max_request_bytes)
+    limits = settings.json_limits()
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
+                       max_argument_bytes=settings.max_argument_bytes, limits=limits)
+    # Tool calls, most of the traffic, skip the layers below (server.fastcall).
+    app.add_middleware(FastCalls, max_bytes=call_body_bytes(settings.max_request_bytes,
+                                                          settings.max_argument_bytes),
+                       limits=limits)
+    # Outermost of ours: hosts, origins and content types, before any body is read.
+    app.add_middleware(RequestGuard,
+                       allowed_hosts=None if settings.api_keys else settings.allowed_hosts)
     # Sessions first: routes are matched in order, and tool calls are most of the traffic.
     app.include_router(sessions.router)
     app.include_router(health.router)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from itertools import islice
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from jsonschema.exceptions import ValidationError, best_match
 from envformat.loader import load_catalogue
 from server import strictjson
 from server.errors import invalid_arguments, not_found
+
+REPORTED_ERRORS = 16  # schema errors looked at to name the one a caller is told
 
 log = logging.getLogger("envscaler.server.catalogue")
 
@@ -153,7 +156,9 @@ class ServedCatalogue:
                     return
             except Exception:  # noqa: BLE001, S110 - a value it cannot take: jsonschema judges
                 pass
-        error = best_match(validator.iter_errors(arguments))
+        # The best of the first few: jsonschema finds errors lazily, and arguments with thousands of
+        # wrong items would otherwise have every one of them found (seconds of the event loop).
+        error = best_match(islice(validator.iter_errors(arguments), REPORTED_ERRORS))
         if error is not None:
             field_path, reason = describe(error)
             raise invalid_arguments(

@@ -17,11 +17,20 @@ UnknownTool            404     the session's environment has no tool of that nam
 InvalidArguments       422     tool arguments do not match the tool's JSON schema
 InvalidRequest         422     the request body, path or query is malformed
 Unauthorized           401     no valid API key or agent token
-Forbidden              403     the token may not do this (agent tokens: own session's tools)
+Forbidden              403     the token may not do this (agent tokens: own session's tools);
+                               without API keys, a request from a web page of another origin
 SessionClosed          409     the session was deleted
 NoChecklist            409     the session's scenario has no check functions to validate
 StateTooLarge          409     the session's state exceeds ``ENVSCALER_MAX_STATE_BYTES``
 RequestTooLarge        413     the request body exceeds ``ENVSCALER_MAX_REQUEST_BYTES``
+ArgumentsTooLarge      413     a tool call's arguments exceed ``ENVSCALER_MAX_ARGUMENT_BYTES``
+QuotaExceeded          413     the session used up a quota (``ENVSCALER_MAX_SESSION_CALLS``,
+                               ``_TRAJECTORY_BYTES``, ``_SESSION_RESULT_BYTES``): retrying
+                               cannot help, open a new session
+UnsupportedMediaType   415     a request body that is not ``application/json``
+MisdirectedRequest     421     without API keys: a ``Host`` not in ``ENVSCALER_ALLOWED_HOSTS``
+JsonTooComplex         422     JSON past a limit: nesting depth, array items, object keys or
+                               string length (``ENVSCALER_MAX_JSON_*``), naming the field
 SessionExpired         410     the session was idle longer than the session TTL
 CapacityExhausted      429     every sandbox slot is taken (``Retry-After``)
 CapacityExhausted      503     sandboxes cannot be created now, or no checker is free

@@ -9,7 +9,7 @@ own exception handlers. Anything else goes to the app, with the body already rea
 unchanged, and is answered as before by the documented route (`server.routes.sessions.call_tool`):
 
 - another method or path, a non-empty ``root_path``, or a session id longer than the route allows;
-- no ``Content-Length``, or one over the body limit (`server.limits.BodyLimit` answers 413);
+- no ``Content-Length``, or one over a call's body limit (`server.limits.BodyLimit` answers 413);
 - a content type other than ``application/json`` (parameters allowed);
 - a client that disconnects before its body is read;
 - a body that `orjson` does not parse (it refuses everything the standard library's parser, which
@@ -19,8 +19,10 @@ unchanged, and is answered as before by the documented route (`server.routes.ses
 - a request that FastAPI's native OpenTelemetry instrumentation observes (only when an OTel
   provider is configured), so that it keeps its spans.
 
-The order of checks is FastAPI's: a well-formed body is checked first, then the caller (401/403),
-then the session and the arguments (`server.sessions.SessionService.call`).
+A body that parses but exceeds the JSON limits (`server.jsonlimits`) is answered here with 422
+``JsonTooComplex``, as `server.limits.BodyLimit` would answer it. The order of checks is
+FastAPI's: a well-formed body is checked first, then the caller (401/403), then the session and
+the arguments (`server.sessions.SessionService.call`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
+from server import jsonlimits
+from server.errors import ApiError
+from server.jsonlimits import JsonLimits
+from server.limits import OFFLOAD_BYTES, replay
 from server.models import MAX_CALL_FIELD_CHARS
+from server.requestguard import is_json
 from server.routes.sessions import MAX_SESSION_ID_CHARS, answer_call
 
 Scope = dict[str, Any]
@@ -50,9 +57,10 @@ LONG_INTEGER = re.compile(rb"[0-9]{19}")  # 19 digits may be beyond 64 bits; 18 
 
 
 class FastCalls:
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, max_bytes: int, limits: JsonLimits) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = _session_id(scope)
@@ -72,7 +80,7 @@ class FastCalls:
             elif name == b"authorization":
                 if authorization is None:
                     authorization = value
-        if not (0 < length <= self.max_bytes) or content_type is None or not _json(content_type):
+        if not (0 < length <= self.max_bytes) or content_type is None or not is_json(content_type):
             await self.app(scope, receive, send)
             return
         messages = []
@@ -81,14 +89,22 @@ class FastCalls:
             message = await receive()
             messages.append(message)
             if message["type"] != "http.request":
-                await self.app(scope, _replay(messages, receive), send)
+                await self.app(scope, replay(messages, receive), send)
                 return
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 break
-        call = _call_request(b"".join(chunks) if len(chunks) > 1 else chunks[0])
+        body = b"".join(chunks) if len(chunks) > 1 else chunks[0]
+        try:
+            if len(body) > OFFLOAD_BYTES:
+                call = await run_in_threadpool(_call_request, body, self.limits)
+            else:
+                call = _call_request(body, self.limits)
+        except ApiError as exc:
+            await exc.response()(scope, receive, send)
+            return
         if call is None:
-            await self.app(scope, _replay(messages, receive), send)
+            await self.app(scope, replay(messages, receive), send)
             return
         app = scope["app"]
         try:
@@ -126,19 +142,18 @@ def _session_id(scope: Scope) -> str | None:
     return session_id
 
 
-def _json(content_type: bytes) -> bool:
-    media = content_type.split(b";", 1)[0].strip().lower()
-    return media == b"application/json"
-
-
-def _call_request(body: bytes) -> tuple[str, dict[str, Any] | str, str | None] | None:
-    """(name, arguments, call_id) of a body that is plainly a valid `CallRequest`, else None."""
+def _call_request(
+    body: bytes, limits: JsonLimits
+) -> tuple[str, dict[str, Any] | str, str | None] | None:
+    """(name, arguments, call_id) of a body that is plainly a valid `CallRequest`, else None;
+    `ApiError` ``JsonTooComplex`` when it exceeds the JSON limits."""
     if LONG_INTEGER.search(body) is not None:
         return None  # orjson reads integers beyond 64 bits as floats; the standard library does not
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
+    jsonlimits.check(value, limits, "body")
     if type(value) is not dict or not value.keys() <= FIELDS:
         return None
     name = value.get("name")
@@ -172,14 +187,3 @@ def _handler(handlers: dict[Any, Any], exc: Exception) -> Any:
             return handlers[cls]
     return None
 
-
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    """``receive`` that first hands out the messages already read."""
-    pending = list(reversed(messages))
-
-    async def replayed() -> Message:
-        if pending:
-            return pending.pop()
-        return await receive()
-
-    return replayed

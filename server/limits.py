@@ -1,50 +1,126 @@
-"""A limit on the size of request bodies (``ENVSCALER_MAX_REQUEST_BYTES``), as pure ASGI.
+"""Limits on request bodies, as pure ASGI: their size (``ENVSCALER_MAX_REQUEST_BYTES``; for tool
+calls ``ENVSCALER_MAX_ARGUMENT_BYTES``) and the shape of their JSON (`server.jsonlimits`).
 
-A body declared larger than the limit (``Content-Length``) is refused before any of it is read;
+A body declared larger than its limit (``Content-Length``) is refused before any of it is read;
 a body without a length (chunked) is counted as it arrives and refused once it passes the limit.
-Either way the answer is 413 ``RequestTooLarge`` in the gateway's error shape, and the body is
-never held in memory beyond the limit.
+Either way the answer is 413 in the gateway's error shape, and the body is never held in memory
+beyond the limit. A body within its limit is read whole, parsed and checked against the JSON
+limits here, before any route parses it (the standard library's parser, which FastAPI uses,
+overflows on deep nesting), then handed on unchanged. Big bodies are parsed on a worker thread:
+the event loop keeps serving other sessions meanwhile.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import HTTPException
+from starlette.concurrency import run_in_threadpool
 
+from server import jsonlimits
 from server.errors import ApiError
+from server.jsonlimits import JsonLimits
 
 Scope = dict[str, Any]
+Message = dict[str, Any]
+
+CALL_ENVELOPE_BYTES = 4096  # a call's body beyond its arguments: name, call id, keys
+OFFLOAD_BYTES = 65_536  # bodies larger than this are parsed and checked on a worker thread
+
+
+def call_body_bytes(max_request_bytes: int, max_argument_bytes: int) -> int:
+    """The largest body of a tool call: its arguments' limit and room for the rest, within the
+    limit of every body."""
+    return min(max_request_bytes, max_argument_bytes + CALL_ENVELOPE_BYTES)
+
+
+def is_call_path(path: str) -> bool:
+    return path.startswith("/v1/sessions/") and path.endswith("/calls")
 
 
 class BodyLimit:
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, max_bytes: int, max_argument_bytes: int,
+                 limits: JsonLimits) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_argument_bytes = max_argument_bytes
+        self.limits = limits
 
-    def _message(self) -> str:
-        return f"the request body exceeds {self.max_bytes} bytes (ENVSCALER_MAX_REQUEST_BYTES)"
+    def _limit(self, path: str) -> tuple[int, ApiError]:
+        """The body limit of a request to ``path``, and the answer to a body past it."""
+        if is_call_path(path):
+            limit = call_body_bytes(self.max_bytes, self.max_argument_bytes)
+            if limit < self.max_bytes:
+                return limit, ApiError(
+                    413, "ArgumentsTooLarge", f"a tool call's body exceeds {limit} bytes: its "
+                    f"arguments may take {self.max_argument_bytes} (ENVSCALER_MAX_ARGUMENT_BYTES)")
+        return self.max_bytes, ApiError(413, "RequestTooLarge", f"the request body exceeds "
+                                        f"{self.max_bytes} bytes (ENVSCALER_MAX_REQUEST_BYTES)")
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                if value.isdigit() and int(value) > self.max_bytes:
-                    response = ApiError(413, "RequestTooLarge", self._message()).response()
-                    await response(scope, receive, send)
-                    return
-                break
-        received = 0
-
-        async def limited() -> Any:
-            nonlocal received
+        limit, too_large = self._limit(scope["path"])
+        length = _declared_length(scope)
+        if length == 0:
+            await self.app(scope, receive, send)
+            return
+        if length is not None and length > limit:
+            await too_large.response()(scope, receive, send)
+            return
+        chunks, received = [], 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise HTTPException(413, self._message())  # answered by server.errors
-            return message
+            if message["type"] != "http.request":
+                return  # the client left before sending its body: no one to answer
+            chunk = message.get("body", b"")
+            received += len(chunk)
+            if received > limit:
+                await too_large.response()(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        try:
+            if len(body) > OFFLOAD_BYTES:
+                await run_in_threadpool(self._check, body)
+            else:
+                self._check(body)
+        except ApiError as exc:
+            await exc.response()(scope, receive, send)
+            return
+        await self.app(scope, replay([_request(body)], receive), send)
 
-        await self.app(scope, limited, send)
+    def _check(self, body: bytes) -> None:
+        try:
+            jsonlimits.loads(body, self.limits)
+        except ValueError:
+            pass  # not JSON: the route answers 422 InvalidRequest, as it always did
+
+
+def _declared_length(scope: Scope) -> int | None:
+    """The body's length: 0 when there is none, None when it is not declared (chunked)."""
+    chunked = False
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else None
+        if name == b"transfer-encoding":
+            chunked = True
+    return None if chunked else 0
+
+
+def _request(body: bytes) -> Message:
+    return {"type": "http.request", "body": body, "more_body": False}
+
+
+def replay(messages: list[Message], receive: Any) -> Any:
+    """``receive`` that first hands out ``messages``."""
+    pending = list(reversed(messages))
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replayed

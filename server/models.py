@@ -67,7 +67,10 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         404: "UnknownEnv, UnknownScenario, UnknownSession or UnknownTool",
         409: "SessionClosed, NoChecklist for validation, or StateTooLarge",
         410: "SessionExpired: idle longer than the session TTL",
-        422: "InvalidRequest or InvalidArguments, with the field to blame",
+        413: "RequestTooLarge, ArgumentsTooLarge, or QuotaExceeded (the session's calls, "
+        "trajectory bytes or result bytes: open a new session)",
+        415: "UnsupportedMediaType: a body that is not application/json",
+        422: "InvalidRequest, InvalidArguments or JsonTooComplex, with the field to blame",
         429: "CapacityExhausted: every sandbox slot is taken (Retry-After)",
         500: "InternalError (details only in the server log)",
         503: "CapacityExhausted (sandbox creation rate, no free checker), BackendUnavailable, "

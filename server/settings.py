@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sandbox.checkers import CheckBudget
 from sandbox.config import SandboxConfig, parse_size
+from server.jsonlimits import JsonLimits
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,6 +67,28 @@ class Settings(BaseSettings):
     max_result_bytes: int = Field(1_048_576, ge=1024)
     max_request_bytes: int = Field(4_194_304, ge=1024,
                                    description="largest request body (beyond: 413 RequestTooLarge)")
+    max_argument_bytes: int = Field(262_144, ge=1024, description="largest arguments of a tool "
+                                    "call, as JSON (beyond: 413 ArgumentsTooLarge)")
+    max_json_depth: int = Field(32, ge=2, le=512, description="deepest nesting of arrays and "
+                                "objects in a JSON body or in arguments (beyond: 422 "
+                                "JsonTooComplex)")
+    max_json_items: int = Field(10_000, ge=1, description="most items of one JSON array")
+    max_json_keys: int = Field(1_000, ge=1, description="most keys of one JSON object")
+    max_json_string: int = Field(262_144, ge=64, description="longest JSON string (characters)")
+    max_session_calls: int = Field(10_000, ge=1, description="trajectory entries (calls and "
+                                   "resets) of one session (beyond: 413 QuotaExceeded)")
+    max_trajectory_bytes: int = Field(33_554_432, ge=65_536, description="JSON bytes of one "
+                                      "session's trajectory (beyond: 413 QuotaExceeded)")
+    max_session_result_bytes: int = Field(16_777_216, ge=65_536, description="JSON bytes of all "
+                                          "results of one session (beyond: 413 QuotaExceeded)")
+    header_timeout: float = Field(10.0, gt=0, description="seconds a connection may take to send "
+                                  "a request's head (beyond: closed)")
+    max_connections: int = Field(1024, ge=1, description="connections and requests in progress "
+                                 "per gateway process (beyond: 503)")
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["localhost", "127.0.0.1", "[::1]"],
+        description="without API keys, the Host names (any port) and Origins served "
+        "(else 421 MisdirectedRequest)")
     session_ttl: float = Field(900.0, gt=0, description="idle seconds before a session's sandbox is killed")
     record_ttl: float = Field(86_400.0, gt=0, description="seconds a session's record outlives its sandbox")
     web_ui: bool = Field(True, description="serve the web page at /ui/ (false: the API alone)")
@@ -81,7 +104,7 @@ class Settings(BaseSettings):
         parse_size(value)  # ValueError: "not a size"
         return value
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "allowed_hosts", mode="before")
     @classmethod
     def _split_keys(cls, value: object) -> object:
         if isinstance(value, str):
@@ -92,6 +115,10 @@ class Settings(BaseSettings):
     def instance(self) -> str:
         """This process's identity on shared Redis and Docker: host name plus a random suffix."""
         return f"{socket.gethostname()[:20]}-{secrets.token_hex(4)}".lower()
+
+    def json_limits(self) -> JsonLimits:
+        return JsonLimits(self.max_json_depth, self.max_json_items, self.max_json_keys,
+                          self.max_json_string)
 
     def check_budget(self) -> CheckBudget:
         return CheckBudget(self.check_cpu_seconds, parse_size(self.check_memory))

@@ -23,6 +23,10 @@ Keys
     ``owner``             fingerprint of the API key that created it (``anonymous`` without keys)
     ``agent_token_hash``  hex sha256 of the session's agent token (the token itself is never stored)
     ``status``            ``active`` | ``expired`` | ``closed``
+    ``size``              UTF-8 bytes of the ``:calls`` list's entries (`SessionStore.commit`), for
+                          the session's quota (``ENVSCALER_MAX_TRAJECTORY_BYTES``)
+    ``result_size``       UTF-8 bytes of its tool calls' results and errors
+                          (``ENVSCALER_MAX_SESSION_RESULT_BYTES``)
     ``created``           unix time, seconds (float)
     ``updated``           unix time of the last activity
 
@@ -47,7 +51,9 @@ Keys
 Round trips of a tool call
 ==========================
 
-1. One Lua script (`LOCK_AND_LOAD`): ``SET lock token NX PX lease``, then, only when it
+1. One Lua script (`LOCK_AND_LOAD`): for an agent token, ``HGET session agent_token_hash``
+   and nothing more when it is not the token's (a forged token neither takes the lock nor
+   refreshes the session's idle time); then ``SET lock token NX PX lease``, then, only when it
    succeeds, ``HGETALL session`` [+ ``HGET call-ids call_id``]: the reads see a state no one else
    can change.
    (When the lock is taken, the gateway waits with ``Lock.acquire`` and then reads.)
@@ -144,6 +150,8 @@ class Record:
     status: str
     created: float
     updated: float
+    size: int = 0
+    result_size: int = 0
 
     @classmethod
     def parse(cls, session_id: str, raw: dict[str, str]) -> Record:
@@ -165,6 +173,8 @@ class Record:
             status=raw.get("status", "active"),
             created=float(raw.get("created", 0.0)),
             updated=float(raw.get("updated", 0.0)),
+            size=int(raw.get("size", 0)),
+            result_size=int(raw.get("result_size", 0)),
         )
 
     def fields(self) -> dict[str, str]:
@@ -184,17 +194,22 @@ class Record:
             "status": self.status,
             "created": repr(self.created),
             "updated": repr(self.updated),
+            "size": str(self.size),
+            "result_size": str(self.result_size),
         }
 
 
 # KEYS: lock, session, call-ids, calls, live
-# ARGV: token, lease (ms), call_id ("" for none), session id, now, ttl, touch ("1"/"0")
+# ARGV: token, lease (ms), call_id ("" for none), session id, now, ttl, touch ("1"/"0"),
+#       agent token hash ("" for an admin)
+# An agent token is checked first: a wrong one answers 0 and changes nothing (no lock, no touch).
 # Taking the lock of an active session is activity: its idle time restarts and its keys' expiry is
 # refreshed, so a session whose client keeps trying (through a stalled rebuild, a gateway restart)
 # is never expired as idle, nor its record dropped, under that client's feet.
 # One script rather than a pipeline of SET NX / HGETALL / HGET: the same reads after the same SET,
 # for one command's client-side cost instead of three (a tenth of a tool call in the gateway).
 LOCK_AND_LOAD = """
+if ARGV[8] ~= '' and redis.call('HGET', KEYS[2], 'agent_token_hash') ~= ARGV[8] then return 0 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
 if ARGV[7] == '1' and redis.call('ZSCORE', KEYS[5], ARGV[4]) then
   redis.call('ZADD', KEYS[5], ARGV[5], ARGV[4])
@@ -232,6 +247,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 """
+
+
+class TokenRefused(Exception):
+    """The agent token is not the session's (or the session does not exist)."""
 
 
 class SessionLock(Lock):
@@ -291,10 +310,12 @@ class SessionStore:
             await pipe.execute()
 
     async def lock_and_load(
-        self, lock: SessionLock, session_id: str, call_id: str | None, touch: bool = True
+        self, lock: SessionLock, session_id: str, call_id: str | None, touch: bool = True,
+        token_hash: str | None = None,
     ) -> tuple[bool, Record | None, int | None]:
         """Try the lock and read the record (and ``call_id``'s index) in one round trip; with
         ``touch``, taking it is activity (see `LOCK_AND_LOAD`; the idle-session expiry does not).
+        With an agent's ``token_hash``, nothing is done unless it is the session's: `TokenRefused`.
 
         Returns (acquired, record, index); the reads are meaningful only when acquired.
         """
@@ -307,8 +328,11 @@ class SessionStore:
             [lock.name, session_key(session_id), call_ids_key(session_id),
              calls_key(session_id), LIVE],
             [token, int(lock.timeout * 1000), call_id or "", session_id, repr(time.time()),
-             self.active_ttl, "1" if touch else "0"],
+             self.active_ttl, "1" if touch else "0", token_hash or ""],
         )
+        if replies == 0:
+            lock.drop()
+            raise TokenRefused(session_id)
         if not replies:
             lock.drop()
             return False, None, None
@@ -320,6 +344,9 @@ class SessionStore:
             (Record.parse(session_id, raw) if raw else None),
             (int(index) if index is not None else None),
         )
+
+    async def agent_token_hash(self, session_id: str) -> str | None:
+        return await self.redis.hget(session_key(session_id), "agent_token_hash")
 
     async def load(self, session_id: str) -> Record | None:
         raw = await self.redis.hgetall(session_key(session_id))
@@ -368,12 +395,15 @@ class SessionStore:
         now = time.time()
         record.updated = now
         changed = {"updated": repr(now), **(fields or {})}
+        encoded = dumps(entry) if entry is not None else ""
         if entry is not None:
             record.length += 1
+            record.size += len(encoded.encode("utf-8", "surrogatepass"))
             changed["length"] = str(record.length)
+            changed["size"] = str(record.size)
         args: list[Any] = [
             lock.local.token,
-            dumps(entry) if entry is not None else "",
+            encoded,
             (entry or {}).get("call_id") or "",
             (entry or {}).get("index", ""),
             repr(now),

@@ -35,6 +35,7 @@ def serve(
 
     from sandbox.config import parse_size
     from server.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+    from server.http import server_options
     from server.settings import Settings
     from server.workers import default_count
 
@@ -66,7 +67,7 @@ def serve(
                   "log_level": settings.log_level.lower(),
                   # Access lines are INFO: above that uvicorn would still format each one's
                   # client and path for nothing (a few per cent of a tool call's CPU).
-                  "access_log": _logs_info(settings.log_level)}
+                  "access_log": _logs_info(settings.log_level), **server_options(settings)}
         count = workers or settings.workers or default_count()
         if count == 1:
             uvicorn.run(**config)

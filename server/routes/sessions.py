@@ -68,7 +68,7 @@ def _info(record: Record) -> SessionInfo:
     summary="Create a session",
     description="Claims a sandbox, loads the environment at the scenario's initial state (or "
     "`init_config`) with `seed`, and returns the task, the tools and an agent token.",
-    responses=error_responses(401, 403, 404, 422, 429, 500, 503, 504),
+    responses=error_responses(401, 403, 404, 413, 415, 422, 429, 500, 503, 504),
 )
 async def create_session(
     body: CreateSession, request: Request, caller: Principal = Depends(admin)
@@ -121,7 +121,7 @@ async def get_tools(
     description="Tool errors answer 200 with `ok: false`. A repeated `call_id` returns the stored "
     "answer and executes nothing. Arguments are checked against the tool's schema "
     "before the sandbox sees them; rejected calls are not recorded.",
-    responses=error_responses(401, 403, 404, 409, 410, 422, 429, 500, 503, 504),
+    responses=error_responses(401, 403, 404, 409, 410, 413, 415, 422, 429, 500, 503, 504),
 )
 async def call_tool(
     body: CallRequest,
@@ -186,7 +186,7 @@ async def get_trajectory(
     response_model=ResetResult,
     summary="Back to the scenario's initial state (or another scenario, seed or init_config)",
     description="Resets the live sandbox in place when it is healthy; starts a new epoch.",
-    responses=error_responses(401, 403, 404, 409, 410, 422, 429, 500, 503, 504),
+    responses=error_responses(401, 403, 404, 409, 410, 413, 415, 422, 429, 500, 503, 504),
 )
 async def reset_session(
     request: Request,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from server import jsonlimits
 from server.auth import SESSION_ID_RE
 from server.errors import invalid_arguments, not_found
+from server.jsonlimits import JsonLimits
 
 TOOL_ERRORS = {
     "ToolException": True,
@@ -30,15 +31,16 @@ def check_session_id(session_id: str) -> None:
         raise not_found("UnknownSession", "no such session (malformed id)")
 
 
-def parse_arguments(arguments: dict[str, Any] | str) -> dict[str, Any]:
-    """An object as is; a JSON string decoded (an empty string is ``{}``)."""
+def parse_arguments(arguments: dict[str, Any] | str, limits: JsonLimits) -> dict[str, Any]:
+    """An object as is (its body was checked against ``limits``); a JSON string decoded and
+    checked against them (an empty string is ``{}``)."""
     if isinstance(arguments, dict):
         return arguments
     text = arguments.strip()
     if not text:
         return {}
     try:
-        value = json.loads(text)
+        value = jsonlimits.loads(text, limits, "body.arguments")
     except ValueError as exc:
         raise invalid_arguments(f"arguments is not valid JSON: {exc}", field="arguments") from None
     if not isinstance(value, dict):

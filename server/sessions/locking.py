@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -11,9 +12,9 @@ from dataclasses import dataclass, field
 
 from redis.exceptions import LockError, RedisError
 
-from server.errors import ApiError, redis_failed, retry_after
+from server.errors import ApiError, redis_failed, retry_after, unauthorized
 from server.settings import Settings
-from server.store import Record, SessionLock, SessionStore
+from server.store import Record, SessionLock, SessionStore, TokenRefused
 
 log = logging.getLogger("envscaler.server.sessions")
 
@@ -85,10 +86,15 @@ class SessionLocks:
         wait: float | None = None,
         call_id: str | None = None,
         touch: bool = True,
+        token_hash: str | None = None,
     ) -> AsyncIterator[Held]:
         """Hold the session and read its record: first this process's lock, then the Redis lock
         (taken together with the reads in one round trip when free); every wait bounded. Taking
-        it is activity (``touch``: the session is not idle), except for the idle expiry's own."""
+        it is activity (``touch``: the session is not idle), except for the idle expiry's own.
+        An agent's ``token_hash`` is checked before anything else: in that round trip, or first
+        with a read of its own when another request holds the session in this process (so that
+        it does not wait in line). A wrong token answers 401 at once, having taken no lock and
+        touched nothing."""
         wait = self.wait if wait is None else wait
         deadline = time.monotonic() + wait
         local = self._locks.get(session_id)
@@ -99,6 +105,8 @@ class SessionLocks:
             if local.users == 1:
                 await local.lock.acquire()  # no one else holds it or waits: taken at once
             else:
+                if token_hash is not None:
+                    await self._verify(session_id, token_hash)  # not queued behind the holder
                 try:
                     async with asyncio.timeout(wait):
                         await local.lock.acquire()
@@ -108,7 +116,7 @@ class SessionLocks:
                 lock = self.store.lock(session_id, self.lease, wait)
                 try:
                     acquired, record, seen = await self.store.lock_and_load(
-                        lock, session_id, call_id, touch
+                        lock, session_id, call_id, touch, token_hash
                     )
                     if not acquired:
                         if wait <= 0 or not await lock.acquire(
@@ -116,6 +124,8 @@ class SessionLocks:
                         ):
                             raise self._busy(session_id)
                         record, seen = await self.store.load_for_call(session_id, call_id)
+                except TokenRefused:
+                    raise unauthorized("invalid agent token") from None
                 except RedisError as exc:
                     self._release_later(lock)
                     raise redis_failed(exc) from exc
@@ -146,6 +156,15 @@ class SessionLocks:
             local.users -= 1
             if local.users == 0:
                 self._locks.pop(session_id, None)
+
+    async def _verify(self, session_id: str, token_hash: str) -> None:
+        """401 unless ``token_hash`` is the session's agent token's (one read, no lock)."""
+        try:
+            stored = await self.store.agent_token_hash(session_id)
+        except RedisError as exc:
+            raise redis_failed(exc) from exc
+        if stored is None or not hmac.compare_digest(stored, token_hash):
+            raise unauthorized("invalid agent token")
 
     def _release_later(self, lock: SessionLock) -> None:
         """Release a lock that this process may hold but could not release (Redis was away, or

@@ -20,6 +20,7 @@ from sandbox.errors import (
     SandboxError,
     SandboxGone,
 )
+from sandbox.jsoncodec import dump_bytes
 from sandbox.pool import SandboxPool
 from sandbox.sandbox import Snapshot
 from server.auth import Principal, check_agent, token_hash, verify_agent
@@ -51,6 +52,9 @@ from server.store import Record, SessionLock, SessionStore, dumps
 log = logging.getLogger("envscaler.server.sessions")
 
 STARVED_RETRY_AFTER = 2.0
+# A trajectory entry's bytes beside its arguments, result or init_config: index, epoch, times,
+# flags, and a tool name and call id of up to 200 characters each (6 bytes each when escaped).
+ENTRY_OVERHEAD = 4096
 
 
 class SessionService:
@@ -81,6 +85,7 @@ class SessionService:
         self.expiry = SessionExpiry(settings, self.store, self.locks, self.sandboxes, metrics)
         self.checkers = checkers
         self.check_budget = settings.check_budget()
+        self.json_limits = settings.json_limits()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -228,9 +233,10 @@ class SessionService:
     ) -> CallOutcome:
         check_session_id(session_id)
         check_agent(caller, session_id)
-        arguments = parse_arguments(arguments)
+        arguments = parse_arguments(arguments, self.json_limits)
         started = time.perf_counter()
-        async with self.locks.locked(session_id, call_id=call_id) as held:
+        async with self.locks.locked(session_id, call_id=call_id,
+                                     token_hash=caller.token_hash) as held:
             record = self._checked(session_id, held.record, caller)
             if held.seen is not None:
                 stored = await self.store.entry(session_id, held.seen)
@@ -245,10 +251,14 @@ class SessionService:
             self._require_active(record)
             env = self._env(record)
             self.catalogue.validate_arguments(env, name, arguments)
+            self._within_quota(record, self._argument_bytes(arguments))
             entry = await self._execute(record, env, held.lock, name, arguments, call_id)
             record.step += 1
             record.executed += bool(entry.get("replay"))
-            fields = {"step": str(record.step), "executed": str(record.executed)}
+            record.result_size += len(dump_bytes(entry.get("result") if entry["ok"]
+                                                 else entry.get("error")))
+            fields = {"step": str(record.step), "executed": str(record.executed),
+                      "result_size": str(record.result_size)}
             if record.sandbox is None:
                 fields["sandbox"] = ""  # it died during the call; the next request rebuilds
             refusal: RedisError | None = None
@@ -287,6 +297,44 @@ class SessionService:
                 elapsed * 1e3,
             )
         return CallOutcome(entry)
+
+    def _argument_bytes(self, arguments: dict[str, Any]) -> int:
+        """The JSON size of a call's (strict JSON) arguments, as stored and sent; 413 beyond the
+        limit (a call's body is bounded by it already: this bounds arguments given as a JSON
+        string)."""
+        size = len(dump_bytes(arguments))
+        if size > self.settings.max_argument_bytes:
+            raise ApiError(413, "ArgumentsTooLarge", f"the arguments take {size} bytes of JSON; "
+                           f"the limit is {self.settings.max_argument_bytes} "
+                           "(ENVSCALER_MAX_ARGUMENT_BYTES)", field="arguments")
+        return size
+
+    def _within_quota(self, record: Record, adding: int, result: bool = True) -> None:
+        """413 ``QuotaExceeded`` unless the session may take one more trajectory entry holding
+        ``adding`` bytes of the caller's (arguments, or a reset's ``init_config``) and, for a
+        ``result``, the largest result a call may return. Checked before anything runs, against
+        the worst case, so a session's trajectory and results never pass their quotas. Nothing is
+        recorded; reads, validation and deletion still work, and the caller opens a new
+        session."""
+        settings = self.settings
+        worst = settings.max_result_bytes if result else 0
+        if record.length >= settings.max_session_calls:
+            reason = (f"has {record.length} trajectory entries, the most a session may have "
+                      f"(ENVSCALER_MAX_SESSION_CALLS={settings.max_session_calls})")
+        elif record.size + ENTRY_OVERHEAD + adding + worst > settings.max_trajectory_bytes:
+            reason = (f"has a trajectory of {record.size} bytes; an entry of {adding} bytes"
+                      + (f" and a result of up to {worst} (ENVSCALER_MAX_RESULT_BYTES)"
+                         if result else "")
+                      + f" could pass ENVSCALER_MAX_TRAJECTORY_BYTES="
+                      f"{settings.max_trajectory_bytes}")
+        elif result and record.result_size + worst > settings.max_session_result_bytes:
+            reason = (f"has had {record.result_size} bytes of results; one more of up to {worst} "
+                      f"(ENVSCALER_MAX_RESULT_BYTES) could pass ENVSCALER_MAX_SESSION_RESULT_BYTES="
+                      f"{settings.max_session_result_bytes}")
+        else:
+            return
+        raise ApiError(413, "QuotaExceeded", f"session {record.id} {reason}; nothing was run or "
+                       "recorded: open a new session")
 
     async def _execute(
         self,
@@ -494,6 +542,8 @@ class SessionService:
                     init_config, task = scenario.init_config, scenario.task
             new_seed = record.seed if seed is None else seed
             custom = scenario_id is None
+            self._within_quota(record, len(dump_bytes(init_config)) if custom else 0,
+                               result=False)
             sandbox = await self.sandboxes.live_sandbox(record)
             reused = False
             if sandbox is not None:

@@ -284,7 +284,7 @@ async def running_gateway(
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://gateway", headers=headers, timeout=60
+            transport=transport, base_url="http://localhost", headers=headers, timeout=60
         ) as client:
             yield app, client
 
@@ -376,10 +376,13 @@ LAUNCHER = """
 import json, os, uvicorn
 from tests.conftest import TEST_LABELS
 from server.app import create_app
+from server.http import server_options
 from server.settings import Settings
 labels = json.loads(os.environ.get("ENVSCALER_TEST_LABELS", "{}"))
-uvicorn.run(create_app(Settings(), sandbox_labels=labels), host="127.0.0.1",
-            port=int(os.environ["ENVSCALER_TEST_PORT"]), log_level="warning")
+settings = Settings()
+uvicorn.run(create_app(settings, sandbox_labels=labels), host="127.0.0.1",
+            port=int(os.environ["ENVSCALER_TEST_PORT"]), log_level="warning",
+            **server_options(settings))
 """
 
 

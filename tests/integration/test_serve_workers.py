@@ -30,7 +30,7 @@ def _env(redis_url: str, socket_root: Path) -> dict[str, str]:
 
 def _healthz_on(sock: socket.socket) -> str:
     """The instance id of the worker that accepted this connection."""
-    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
     data = b""
     while chunk := sock.recv(65536):
         data += chunk

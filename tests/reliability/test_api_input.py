@@ -87,8 +87,8 @@ def test_oversized_bodies_are_refused_with_413(gateway: GatewayProcess) -> None:
 
     # A huge declared length is refused before any of the body is read.
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
-        sock.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-                     b"\r\nContent-Length: 68719476736\r\n\r\n{")
+        sock.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: 68719476736\r\n\r\n{")
         head = sock.recv(65536).decode()
     assert head.startswith("HTTP/1.1 413"), head
     assert httpx.get(gateway.url + "/readyz").status_code == 200
@@ -115,7 +115,7 @@ def raw_request(port: int, method: str, path: str, body: bytes = b"") -> tuple[i
     """One HTTP/1.1 request with the path as given: no client-side normalization of ``..`` or
     percent-escapes (only non-ASCII is percent-encoded, as any HTTP client must)."""
     path = quote(path, safe="".join(chr(c) for c in range(33, 127)))
-    head = (f"{method} {path} HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n"
+    head = (f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(head.encode("utf-8", "surrogateescape") + body)

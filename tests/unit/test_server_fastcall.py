@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from server.fastcall import _call_request, _json, _session_id
+from server.fastcall import _call_request, _session_id
+from server.jsonlimits import JsonLimits
+from server.requestguard import is_json as _json
 
 SESSION = "A" * 24
 
@@ -34,6 +36,8 @@ def test_tool_call_paths() -> None:
         assert _session_id(refused) is None, refused
     assert _session_id(scope(**{"fastapi.telemetry": None})) == SESSION  # excluded from it
 
+LIMITS = JsonLimits(depth=32, items=10_000, keys=1_000, string=262_144)
+
 
 def test_json_content_types() -> None:
     for media in (b"application/json", b"Application/JSON", b"application/json; charset=utf-8"):
@@ -56,7 +60,7 @@ def test_json_content_types() -> None:
     ],
 )
 def test_plain_call_requests_are_taken(body: dict, expected: tuple) -> None:
-    assert _call_request(json.dumps(body).encode()) == expected
+    assert _call_request(json.dumps(body).encode(), LIMITS) == expected
 
 
 @pytest.mark.parametrize(
@@ -91,4 +95,4 @@ def test_plain_call_requests_are_taken(body: dict, expected: tuple) -> None:
     ],
 )
 def test_anything_else_goes_to_the_route(body: bytes) -> None:
-    assert _call_request(body) is None
+    assert _call_request(body, LIMITS) is None

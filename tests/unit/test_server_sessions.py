@@ -5,22 +5,35 @@ from __future__ import annotations
 import pytest
 
 from server.errors import ApiError
+from server.jsonlimits import JsonLimits
 from server.sessions import CallOutcome, check_session_id, new_session_id, parse_arguments
 from server.store import Record
 
+LIMITS = JsonLimits(depth=4, items=3, keys=3, string=10)
+
 
 def test_arguments_as_object_or_json_string() -> None:
-    assert parse_arguments({"a": 1}) == {"a": 1}
-    assert parse_arguments('{"a": 1}') == {"a": 1}
-    assert parse_arguments("  ") == {}
+    assert parse_arguments({"a": 1}, LIMITS) == {"a": 1}
+    assert parse_arguments('{"a": 1}', LIMITS) == {"a": 1}
+    assert parse_arguments("  ", LIMITS) == {}
     for bad in ("{", "[1]", "3", '"text"'):
         with pytest.raises(ApiError) as caught:
-            parse_arguments(bad)
+            parse_arguments(bad, LIMITS)
         assert (caught.value.status, caught.value.type, caught.value.field) == (
             422,
             "InvalidArguments",
             "arguments",
         )
+
+
+def test_arguments_as_a_json_string_are_held_to_the_json_limits() -> None:
+    for bad, field in [('{"a": [[[[1]]]]}', "body.arguments.a.0.0.0"), ('{"a": [1, 2, 3, 4]}',
+                       "body.arguments.a"), ('{"a": "' + "x" * 11 + '"}', "body.arguments.a"),
+                       ("[" * 100_000 + "]" * 100_000, "body.arguments")]:
+        with pytest.raises(ApiError) as caught:
+            parse_arguments(bad, LIMITS)
+        assert (caught.value.status, caught.value.type, caught.value.field) == (
+            422, "JsonTooComplex", field), caught.value.message
 
 
 def test_session_ids_are_url_safe_and_checked() -> None:
