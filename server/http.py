@@ -1,16 +1,19 @@
-"""The gateway's HTTP server options: a deadline on each request's head and a connection limit.
+"""The gateway's HTTP server options: deadlines on reading each request and a connection limit.
 
 uvicorn closes idle keep-alive connections (``timeout_keep_alive``) but waits for ever for a
-request head that never ends: 64 connections sending a header line now and then were held open
-indefinitely. `HeadTimeoutProtocol` (uvicorn's httptools protocol) closes a connection whose
-request head is not complete ``ENVSCALER_HEADER_TIMEOUT`` seconds after the connection opened or
-the request began, answering 408 first. ``ENVSCALER_MAX_CONNECTIONS`` is uvicorn's
-``limit_concurrency``: beyond that many connections or requests in progress, requests answer 503.
+request that never ends: 64 connections sending a header line now and then were held open
+indefinitely, and a body can trickle just as well. `ReadDeadlineProtocol` (uvicorn's httptools
+protocol) closes a connection whose request head is not complete ``ENVSCALER_HEADER_TIMEOUT``
+seconds after the connection opened or the request began, or whose body is not complete
+``ENVSCALER_BODY_TIMEOUT`` seconds after its head, answering 408 first when no answer has
+begun. ``ENVSCALER_MAX_CONNECTIONS`` is uvicorn's ``limit_concurrency``: beyond that many
+connections or requests in progress, requests answer 503.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from functools import partial
 from typing import Any
 
@@ -20,42 +23,59 @@ from server.settings import Settings
 
 TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
              b"connection: close\r\ncontent-length: %d\r\n\r\n%s")
-TIMED_OUT_BODY = (b'{"ok":false,"error":{"type":"Timeout","message":"the request head did not '
-                  b'arrive within ENVSCALER_HEADER_TIMEOUT seconds"}}')
 
 
-class HeadTimeoutProtocol(HttpToolsProtocol):
-    def __init__(self, *args: Any, head_timeout: float, **kwargs: Any) -> None:
+def _timed_out(part: str, setting: str) -> bytes:
+    body = json.dumps({"ok": False, "error": {
+        "type": "Timeout", "message": f"the request {part} did not arrive within {setting} seconds"}})
+    return TIMED_OUT % (len(body), body.encode())
+
+
+HEAD_TIMED_OUT = _timed_out("head", "ENVSCALER_HEADER_TIMEOUT")
+BODY_TIMED_OUT = _timed_out("body", "ENVSCALER_BODY_TIMEOUT")
+
+
+class ReadDeadlineProtocol(HttpToolsProtocol):
+    def __init__(self, *args: Any, head_timeout: float, body_timeout: float,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.head_timeout = head_timeout
-        self.head_deadline: asyncio.TimerHandle | None = None
+        self.body_timeout = body_timeout
+        self.read_deadline: asyncio.TimerHandle | None = None
 
-    def _arm(self) -> None:
+    def _arm(self, seconds: float, answer: bytes) -> None:
         self._disarm()
-        self.head_deadline = self.loop.call_later(self.head_timeout, self._head_timed_out)
+        self.read_deadline = self.loop.call_later(seconds, self._timed_out, answer)
 
     def _disarm(self) -> None:
-        if self.head_deadline is not None:
-            self.head_deadline.cancel()
-            self.head_deadline = None
+        if self.read_deadline is not None:
+            self.read_deadline.cancel()
+            self.read_deadline = None
 
-    def _head_timed_out(self) -> None:
-        self.head_deadline = None
-        if not self.transport.is_closing():
-            self.transport.write(TIMED_OUT % (len(TIMED_OUT_BODY), TIMED_OUT_BODY))
-            self.transport.close()
+    def _timed_out(self, answer: bytes) -> None:
+        self.read_deadline = None
+        if self.transport.is_closing():
+            return
+        cycle = getattr(self, "cycle", None)
+        if cycle is None or not cycle.response_started:  # an answer begun is cut, not mixed
+            self.transport.write(answer)
+        self.transport.close()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm()
+        self._arm(self.head_timeout, HEAD_TIMED_OUT)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._arm()
+        self._arm(self.head_timeout, HEAD_TIMED_OUT)
 
     def on_headers_complete(self) -> None:
-        self._disarm()
+        self._arm(self.body_timeout, BODY_TIMED_OUT)  # disarmed by the body's end
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -64,5 +84,6 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
 
 def server_options(settings: Settings) -> dict[str, Any]:
     """Keyword arguments of ``uvicorn.Config`` for the gateway; picklable, for worker processes."""
-    return {"http": partial(HeadTimeoutProtocol, head_timeout=settings.header_timeout),
+    return {"http": partial(ReadDeadlineProtocol, head_timeout=settings.header_timeout,
+                            body_timeout=settings.body_timeout),
             "limit_concurrency": settings.max_connections}

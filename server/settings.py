@@ -83,6 +83,8 @@ class Settings(BaseSettings):
                                           "results of one session (beyond: 413 QuotaExceeded)")
     header_timeout: float = Field(10.0, gt=0, description="seconds a connection may take to send "
                                   "a request's head (beyond: closed)")
+    body_timeout: float = Field(30.0, gt=0, description="seconds a request's body may take to "
+                                "arrive after its head (beyond: 408, closed)")
     max_connections: int = Field(1024, ge=1, description="connections and requests in progress "
                                  "per gateway process (beyond: 503)")
     allowed_hosts: Annotated[list[str], NoDecode] = Field(

@@ -28,7 +28,7 @@ ARGUMENT_BYTES = 16_384
 ITEMS, KEYS, STRING = 1_000, 100, 15_000
 SESSION_CALLS, TRAJECTORY_BYTES, RESULT_BYTES = 40, 262_144, 196_608
 MAX_RESULT = 24_576
-HEAD_TIMEOUT, CONNECTIONS = 1.5, 6
+HEAD_TIMEOUT, BODY_TIMEOUT, CONNECTIONS = 1.5, 2.0, 6
 JSON = {"content-type": "application/json"}
 
 
@@ -53,7 +53,7 @@ def gateway(redis_url: str, sandbox_image: str, socket_root: Path, catalogue_roo
         max_json_string=STRING, max_session_calls=SESSION_CALLS,
         max_trajectory_bytes=TRAJECTORY_BYTES, max_session_result_bytes=RESULT_BYTES,
         max_result_bytes=MAX_RESULT,
-        header_timeout=HEAD_TIMEOUT, max_connections=CONNECTIONS)
+        header_timeout=HEAD_TIMEOUT, body_timeout=BODY_TIMEOUT, max_connections=CONNECTIONS)
     try:
         yield process
     finally:
@@ -337,6 +337,21 @@ def test_connections_that_never_finish_their_head_are_closed(gateway: GatewayPro
     for answer in answers:
         assert answer is not None, "a connection without a complete head was held open"
         assert answer.startswith(b"HTTP/1.1 408"), answer
+
+
+def test_a_body_that_trickles_past_its_deadline_is_answered_408_and_closed(
+        gateway: GatewayProcess) -> None:
+    """A complete head, then a body sent a byte at a time: held for ever before the deadline."""
+    sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=10)
+    try:
+        sock.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+        answer = closed_by_gateway(sock, trickle=False)
+    finally:
+        sock.close()
+    assert answer is not None, "a connection whose body never ended was held open"
+    assert answer.startswith(b"HTTP/1.1 408") and b"ENVSCALER_BODY_TIMEOUT" in answer, answer
+    assert get(gateway.port) == 200
 
 
 def test_connections_past_the_limit_are_answered_503(gateway: GatewayProcess) -> None:
