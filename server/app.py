@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI
@@ -30,6 +30,7 @@ from server.auth import Authenticator
 from server.catalogue import ServedCatalogue
 from server.fastcall import FastCalls
 from server.limits import BodyLimit, call_body_bytes
+from server.mcp_door import MCP_PATH, McpDoor
 from server.metrics import Metrics
 from server.requestguard import RequestGuard
 from server.responses import FastJSONResponse
@@ -108,6 +109,7 @@ def create_app(
         pool: SandboxPool | None = None
         checkers: CheckerPool | None = None
         service: SessionService | None = None
+        stack = AsyncExitStack()
         try:
             await redis.ping()
             catalogue = await asyncio.to_thread(ServedCatalogue, settings.catalogue)
@@ -126,6 +128,7 @@ def create_app(
             app.state.backend, app.state.pool, app.state.service = backend, pool, service
             app.state.checkers = checkers
             service.start()
+            await stack.enter_async_context(mcp.run())
             log.info(
                 "gateway started instance=%s backend=%s isolation=%s envs=%d pool_size=%d auth=%s",
                 settings.instance,
@@ -137,6 +140,7 @@ def create_app(
             )
             yield
         finally:
+            await stack.aclose()
             if service is not None:
                 await service.close()
             if checkers is not None:
@@ -161,6 +165,7 @@ def create_app(
     app.state.settings = settings
     app.state.auth = Authenticator(settings.api_keys)
     app.state.metrics = Metrics()
+    mcp = McpDoor(settings.max_request_bytes)
     errors.install(app)
     limits = settings.json_limits()
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
@@ -176,6 +181,7 @@ def create_app(
     app.include_router(sessions.router)
     app.include_router(health.router)
     app.include_router(envs.router)
+    app.add_route(MCP_PATH, mcp, include_in_schema=False)  # ASGI: every method, to the SDK
     if settings.web_ui:
         mount_web_ui(app)
     return app

@@ -16,12 +16,14 @@ from sandbox.config import SandboxConfig, parse_size
 from server.jsonlimits import JsonLimits
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CATALOGUE = REPO_ROOT / "generated_envs"
+"""The checkout's catalogue: the default of the gateway and of every command, from any directory."""
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ENVSCALER_", extra="ignore")
 
-    catalogue: Path = REPO_ROOT / "generated_envs"
+    catalogue: Path = DEFAULT_CATALOGUE
     redis_url: str | None = Field(None, description="unset: start an embedded redis-server")
     redis_maxmemory: str = Field("1g", description="memory of the embedded Redis (compose's too); "
                                  "when full it refuses writes (503) and never evicts a session")

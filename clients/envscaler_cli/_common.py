@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -24,12 +25,19 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.text import Text
 
+from server.settings import DEFAULT_CATALOGUE
+
 Url = Annotated[str, typer.Option("--url", envvar="ENVSCALER_URL", help="The gateway's URL.")]
 """``url: Url = DEFAULT_URL`` (`envscaler_client.DEFAULT_URL`)."""
 ApiKey = Annotated[str | None, typer.Option(
     "--api-key", envvar="ENVSCALER_API_KEY", show_default=False,
     help="An API key of the gateway (ENVSCALER_API_KEYS).")]
 JsonOutput = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+CataloguePath = Annotated[Path, typer.Option(
+    envvar="ENVSCALER_CATALOGUE",
+    help="The environment folders (with the reference solutions); default: the checkout's, "
+    "whatever the current directory.")]
+"""``catalogue: CataloguePath = DEFAULT_CATALOGUE``."""
 EnvId = Annotated[str, typer.Argument(help="Environment id (see `envscaler envs`).")]
 
 out = Console(markup=False, highlight=False)  # results; text from the gateway is never markup

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -29,7 +30,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Column, Table
 from rich.text import Text
 
-from envscaler_cli._common import ApiKey, JsonOutput, err, explained, fail, out, print_json
+from envscaler_cli._common import (
+    DEFAULT_CATALOGUE,
+    ApiKey,
+    CataloguePath,
+    JsonOutput,
+    err,
+    explained,
+    fail,
+    out,
+    print_json,
+)
 
 if TYPE_CHECKING:
     from envformat.loader import Catalogue
@@ -43,8 +54,6 @@ STYLES = {"passed": "green", "failed": "red", "error": "red", "unverified": "yel
 GatewayUrl = Annotated[str | None, typer.Option(
     "--url", envvar="ENVSCALER_URL", show_default=False,
     help="A running gateway; without it, an embedded gateway is started on --catalogue.")]
-CataloguePath = Annotated[Path, typer.Option(
-    envvar="ENVSCALER_CATALOGUE", help="The environment folders (with the reference solutions).")]
 EnvFilter = Annotated[list[str] | None, typer.Option(
     "--env", show_default=False, help="Only this environment (repeat for several).")]
 Concurrency = Annotated[int, typer.Option(min=1, help="Scenarios checked at once.")]
@@ -68,7 +77,7 @@ class Target:
 
 
 def check(url: GatewayUrl = None, api_key: ApiKey = None,
-          catalogue: CataloguePath = Path("generated_envs"), env: EnvFilter = None,
+          catalogue: CataloguePath = DEFAULT_CATALOGUE, env: EnvFilter = None,
           concurrency: Concurrency = 4, json_output: JsonOutput = False) -> None:
     """Replay each scenario's reference solution: it must reach reward 1.0, its initial state less.
 
@@ -191,13 +200,23 @@ def _error_row(target: Target, exc: Exception) -> Row:
 
 
 def _report(rows: list[Row]) -> None:
-    """A table of rewards, then the details of what did not pass (too long for a table cell)."""
-    table = Table(Column("env", no_wrap=True), Column("scenario", no_wrap=True), "split",
-                  "initial", "reward", "result", title="scenario check")
-    for row in rows:
-        table.add_row(row.env, row.scenario, row.split, _reward(row.initial_reward),
-                      _reward(row.reward), Text(row.status, style=STYLES[row.status]))
-    out.print(table)
+    """A table of rewards per environment, then the details of what did not pass (too long for a
+    table cell).
+
+    One table per environment, titled with it, rather than an env column: with the catalogue's
+    long names, env and scenario columns that could not wrap left the others no room, and a
+    terminal (or a pipe's 80 columns) showed them as empty stray columns. The scenario column
+    folds when it must; the short columns never wrap.
+    """
+    for env, group in groupby(rows, key=lambda row: row.env):
+        table = Table(Column("scenario", overflow="fold"),
+                      *(Column(name, no_wrap=True) for name in ("split", "initial", "reward",
+                                                                "result")),
+                      title=env, title_justify="left")
+        for row in group:
+            table.add_row(row.scenario, row.split, _reward(row.initial_reward),
+                          _reward(row.reward), Text(row.status, style=STYLES[row.status]))
+        out.print(table)
     for row in rows:
         if row.detail:
             out.print(Text.assemble((f"{row.env} {row.scenario}", STYLES[row.status]),

@@ -40,7 +40,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from envscaler_cli._common import ApiKey, JsonOutput, Url, err, explained, fail, out, print_json
+from envscaler_cli._common import (
+    DEFAULT_CATALOGUE,
+    ApiKey,
+    JsonOutput,
+    Url,
+    err,
+    explained,
+    fail,
+    out,
+    print_json,
+)
 
 
 class Mode(str, Enum):
@@ -120,7 +130,8 @@ def rollout(
             min=1, help="Tries per model request (timeouts, 429, 5xx are retried).")] = 3,
         catalogue: Annotated[Path, typer.Option(
             envvar="ENVSCALER_CATALOGUE",
-            help="The environment folders, for --policy reference.")] = Path("generated_envs"),
+            help="The environment folders, for --policy reference; default: the checkout's, "
+            "whatever the current directory.")] = DEFAULT_CATALOGUE,
         url: Url = DEFAULT_URL, api_key: ApiKey = None, json_output: JsonOutput = False) -> None:
     """Run scenarios through a model (or their reference solutions); one episode a JSONL line.
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -69,7 +70,11 @@ def _failure(error: ToolError | None) -> Text:
 def open_(env: EnvId, scenario: ScenarioOption = None, seed: Seed = 0,
           init_config: InitConfig = None, url: Url = DEFAULT_URL, api_key: ApiKey = None,
           json_output: JsonOutput = False) -> None:
-    """Open a session; prints its id, task and agent token. Close it with `session close`."""
+    """Open a session; prints its id, task and agent token. Close it with `session close`.
+
+    When its output is not a terminal, only the id goes there (``ID=$(envscaler session open
+    ...)``); the rest goes to stderr, where a person still reads it.
+    """
     config = _json_object(init_config, "--init-config")
     with connect(url, api_key) as client, err.status(f"opening a session on {env}"):
         session = client.create_session(env, scenario, config, seed)
@@ -78,13 +83,17 @@ def open_(env: EnvId, scenario: ScenarioOption = None, seed: Seed = 0,
                     "seed": session.seed, "task": session.task,
                     "agent_token": session.agent_token, "tools": session.tools})
         return
+    summary = out
+    if not sys.stdout.isatty():
+        typer.echo(session.id)
+        summary = err
     names = ", ".join(tool.get("function", tool).get("name", "?") for tool in session.tools)
-    out.print(f"session      {session.id}")
-    out.print(f"env          {session.env}  scenario {session.scenario or '-'}  "
-              f"seed {session.seed}")
-    out.print(f"task         {session.task or '-'}")
-    out.print(f"agent token  {session.agent_token}")
-    out.print(f"tools        {names}")
+    summary.print(f"session      {session.id}")
+    summary.print(f"env          {session.env}  scenario {session.scenario or '-'}  "
+                  f"seed {session.seed}")
+    summary.print(f"task         {session.task or '-'}")
+    summary.print(f"agent token  {session.agent_token}")
+    summary.print(f"tools        {names}")
     err.print(f"next: envscaler session call {session.id} TOOL '{{...}}'; "
               f"envscaler session validate {session.id}; envscaler session close {session.id}")
 

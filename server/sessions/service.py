@@ -208,8 +208,14 @@ class SessionService:
     async def info(self, caller: Principal, session_id: str) -> Record:
         return await self._record(session_id, caller)
 
-    async def tools(self, caller: Principal, session_id: str) -> tuple[Record, ServedEnv]:
+    async def tools(
+        self, caller: Principal, session_id: str, active: bool = False
+    ) -> tuple[Record, ServedEnv]:
+        """The session and its environment; ``active``: only while tools can be called (the MCP
+        door refuses a closed or expired session before its client starts)."""
         record = await self._record(session_id, caller)
+        if active:
+            self._require_active(record)
         return record, self._env(record)
 
     async def trajectory(

@@ -1,0 +1,191 @@
+"""MCP, per session: a streamable-HTTP MCP endpoint at ``/v1/sessions/{id}/mcp``.
+
+An agent harness that speaks MCP points at one session's URL with that session's agent token
+(``Authorization: Bearer <agent token>``, or an API key) and sees exactly the session's tools:
+
+- ``tools/list`` answers the environment's tool schemas (``inputSchema`` is the same JSON schema
+  as the REST tools' ``parameters``); ``reset``, ``validate``, the state and the checks are never
+  tools here: they stay on the REST API, for API keys only.
+- ``tools/call`` is `server.sessions.SessionService.call`, the same operation as
+  ``POST /v1/sessions/{id}/calls``: the same request model and its limits, schema validation,
+  the session lock, idempotency (``_meta.call_id`` plays ``call_id``), the trajectory and the
+  deadline. A tool's failure, and a call the gateway refuses (unknown tool, arguments that do not
+  match the schema, a deadline), are ``isError`` results whose text is the REST error object
+  (``{"type", "message", "field"?}``), so the agent reads why and can try again.
+
+Before the MCP layer sees a request, the caller is authenticated and the session must exist and
+be active, or the request is refused with the gateway's status and error shape (401, 403, 404,
+409, 410), framed as a JSON-RPC error too, so that the MCP client raises the gateway's message: a
+harness learns at ``initialize`` that its token or its session is wrong, not at its first tool
+call.
+
+The SDK's session manager runs stateless (a transport per HTTP request, no MCP session id) and
+answers JSON, not SSE: everything a request needs is in Redis, so any worker of any gateway
+serves any request of any MCP client, without sticky routing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from fastapi.responses import JSONResponse
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.jsonrpc import INVALID_REQUEST
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from server.auth import Principal
+from server.catalogue import ServedEnv
+from server.errors import ApiError, backend_unavailable
+from server.models import CallRequest
+from server.sessions import SessionService
+
+MCP_PATH = "/v1/sessions/{session_id}/mcp"
+SCOPE_KEY = "envscaler.mcp"  # the request's `McpCaller`, for the MCP handlers
+CALL_ID_META = "call_id"  # tools/call ``_meta`` key of the REST ``call_id``
+
+
+@dataclass(frozen=True)
+class McpCaller:
+    """Who calls which session, as the gateway checked before the MCP layer ran."""
+
+    service: SessionService
+    principal: Principal
+    session_id: str
+    env: ServedEnv
+
+
+def mcp_tools(env: ServedEnv) -> list[types.Tool]:
+    """The environment's tools as MCP tools (OpenAI function schemas -> name, description,
+    inputSchema)."""
+    tools = []
+    for schema in env.tools:
+        function = schema.get("function", schema)
+        tools.append(types.Tool(
+            name=function["name"],
+            description=function.get("description"),
+            input_schema=function.get("parameters") or {"type": "object", "properties": {}},
+        ))
+    return tools
+
+
+def _caller(ctx: ServerRequestContext[Any, Any]) -> McpCaller:
+    request = ctx.request
+    caller = request.scope.get(SCOPE_KEY) if isinstance(request, Request) else None
+    if not isinstance(caller, McpCaller):
+        raise RuntimeError("an MCP request reached its handler without the gateway's checks")
+    return caller
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _error_result(error: dict[str, Any], meta: dict[str, Any] | None = None) -> types.CallToolResult:
+    """A refused or failed call as the agent reads it: the REST error object, as text."""
+    return types.CallToolResult(
+        content=[types.TextContent(text=_text(error))], is_error=True, meta=meta
+    )
+
+
+async def _list_tools(
+    ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=mcp_tools(_caller(ctx).env))
+
+
+async def _call_tool(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    caller = _caller(ctx)
+    try:
+        # The REST request model, so its limits hold for this door too.
+        call = CallRequest.model_validate({
+            "name": params.name,
+            "arguments": params.arguments or {},
+            "call_id": (params.meta or {}).get(CALL_ID_META),
+        })
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or None
+        return _error_result({"type": "InvalidRequest", "message": f"{field}: {first['msg']}",
+                              "field": field})
+    try:
+        outcome = await caller.service.call(
+            caller.principal, caller.session_id, call.name, call.arguments, call.call_id
+        )
+    except ApiError as exc:
+        return _error_result(exc.body()["error"])
+    body = outcome.body()
+    meta = {key: body[key] for key in ("index", "call_id", "duplicate", "duration_ms")}
+    if not body["ok"]:
+        return _error_result(body["error"], meta)
+    result = body["result"]
+    return types.CallToolResult(
+        content=[types.TextContent(text=_text(result))],
+        structured_content=result if isinstance(result, dict) else None,
+        is_error=False,
+        meta=meta,
+    )
+
+
+class McpDoor:
+    """The ASGI endpoint of ``MCP_PATH``: the gateway's checks, then the SDK's transport."""
+
+    def __init__(self, max_request_bytes: int) -> None:
+        self.max_request_bytes = max_request_bytes
+        self.server: Server[Any] = Server(
+            "envscaler-session",
+            version="1",
+            instructions="The tools of one EnvScaler session: call them to complete its task.",
+            on_list_tools=_list_tools,
+            on_call_tool=_call_tool,
+        )
+        self._manager: StreamableHTTPSessionManager | None = None
+
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """Serve for the gateway's lifetime (a session manager runs once, so one per run)."""
+        manager = StreamableHTTPSessionManager(
+            self.server, json_response=True, stateless=True,
+            max_request_body_size=self.max_request_bytes,
+        )
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        manager = self._manager
+        try:
+            if manager is None:
+                raise backend_unavailable("the gateway is starting or stopping")
+            app = scope["app"]
+            principal = app.state.auth.authenticate(Request(scope).headers.get("authorization"))
+            service: SessionService = app.state.service
+            session_id = scope["path_params"]["session_id"]
+            _record, env = await service.tools(principal, session_id, active=True)
+        except ApiError as exc:
+            await _refusal(exc)(scope, receive, send)
+            return
+        scope[SCOPE_KEY] = McpCaller(service, principal, session_id, env)
+        await manager.handle_request(scope, receive, send)
+
+
+def _refusal(exc: ApiError) -> JSONResponse:
+    """The gateway's error answer, which is also a JSON-RPC error (``jsonrpc``, ``id``,
+    ``error.code`` added): the MCP client then raises the gateway's message, not a generic one."""
+    body = exc.body()
+    body["error"]["code"] = INVALID_REQUEST
+    body.update(jsonrpc="2.0", id=None)
+    return JSONResponse(body, status_code=exc.status, headers=exc.headers)
