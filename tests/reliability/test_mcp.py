@@ -1,7 +1,7 @@
 """MCP per session (`server.mcp_door`), driven by the official MCP Python client
-(``mcp.client.streamable_http``) over real HTTP: against a gateway under uvicorn, and through
-``envscaler serve`` with two workers, where requests of one session land on both. Real Redis,
-real Docker sandboxes."""
+(``mcp.client.streamable_http``, 2.x here and 1.x from ``.venv-mcp1``) over real HTTP: against a
+gateway under uvicorn, and through ``envscaler serve`` with two workers, where requests of one
+session land on both. Real Redis, real Docker sandboxes."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from server.embedded_redis import free_port
 from server.settings import Settings
 from tests.conftest import TEST_LABELS
-from tests.integration.gateway_fixtures import COUNTER, LIBRARY, GatewayProcess
+from tests.integration.gateway_fixtures import COUNTER, LIBRARY, REPO_ROOT, GatewayProcess
 from tests.integration.serve_helpers import serve, serve_env, wait_for
 from tests.reliability.helpers import entries, state
 
@@ -156,6 +156,32 @@ async def test_calls_take_the_rest_path_and_failures_are_readable_results(
         ("increment", True), ("explode", False), ("nap", False), ("increment", True)]
     assert trajectory[0]["call_id"] == "c-1"
     assert (await state(admin, session_id))["counters"] == {"a": 3, "b": 1}
+    validation = (await admin.post(f"/v1/sessions/{session_id}/validate")).json()
+    assert validation["reward"] == 1.0, validation
+
+
+MCP1_PYTHON = REPO_ROOT / ".venv-mcp1" / "bin" / "python"  # scripts/bootstrap makes it
+MCP1_CLIENT = REPO_ROOT / "tests" / "fixtures" / "mcp1" / "client.py"
+
+
+async def test_a_harness_on_the_mcp_1x_sdk_works_too(
+        gateway: GatewayProcess, admin: httpx.AsyncClient) -> None:
+    assert MCP1_PYTHON.exists(), "no .venv-mcp1: run scripts/bootstrap"
+    session_id, token = await _open(admin, COUNTER, scenario="counter-1")
+    calls = [["increment", {"name": "a", "by": 2}], ["increment", {"name": "b", "by": "x"}],
+             ["explode", {"message": "no"}], ["increment", {"name": "b"}]]
+    process = await asyncio.create_subprocess_exec(
+        str(MCP1_PYTHON), str(MCP1_CLIENT), _mcp_url(gateway.url, session_id), token,
+        json.dumps(calls), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    seen = json.loads(stdout)
+    assert seen["tools"] == ["increment", "nap", "token", "spin", "explode", "crash", "blob"]
+    done, refused, failed, again = seen["results"]
+    assert not done["is_error"] and json.loads(done["text"])["data"]["value"] == 3
+    assert refused["is_error"] and json.loads(refused["text"])["type"] == "InvalidArguments"
+    assert failed["is_error"] and json.loads(failed["text"])["type"] == "ToolException"
+    assert not again["is_error"] and json.loads(again["text"])["data"]["value"] == 1
     validation = (await admin.post(f"/v1/sessions/{session_id}/validate")).json()
     assert validation["reward"] == 1.0, validation
 
