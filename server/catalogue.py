@@ -79,12 +79,12 @@ class ServedEnv:
         )
 
 
-def _tool_name(schema: dict[str, Any]) -> str:
+def tool_name(schema: dict[str, Any]) -> str:
     function = schema.get("function", schema)
     return str(function["name"])
 
 
-def _parameters(schema: dict[str, Any]) -> dict[str, Any]:
+def tool_parameters(schema: dict[str, Any]) -> dict[str, Any]:
     function = schema.get("function", schema)
     parameters = function.get("parameters") or {"type": "object", "properties": {}}
     return parameters
@@ -102,13 +102,13 @@ class ServedCatalogue:
             served = ServedEnv(
                 package=package,
                 tools=tools,
-                tool_names=[_tool_name(t) for t in tools],
+                tool_names=[tool_name(t) for t in tools],
                 scenarios_by_id={s.id: s for s in package.scenarios},
             )
             for schema in tools:
-                name = _tool_name(schema)
+                name = tool_name(schema)
                 try:
-                    parameters = _parameters(schema)
+                    parameters = tool_parameters(schema)
                     Draft202012Validator.check_schema(parameters)
                     served.validators[name] = Draft202012Validator(parameters)
                 except Exception as exc:  # noqa: BLE001 - a bad schema must not stop the service

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -147,11 +148,11 @@ async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
     return exc.response()
 
 
-async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    errors = exc.errors()
+def invalid_request_from(errors: Sequence[Any]) -> ApiError:
+    """The 422 of a request model's validation errors (pydantic's): the first one, and how many
+    more; for every door that validates with the same models (REST, MCP)."""
     if not errors:
-        return invalid_request("the request is malformed").response()
+        return invalid_request("the request is malformed")
     first = errors[0]
     field = _field_path(first.get("loc", ()))
     message = (
@@ -159,7 +160,12 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     )
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return invalid_request(message, field=field or None).response()
+    return invalid_request(message, field=field or None)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return invalid_request_from(exc.errors()).response()
 
 
 _HTTP_TYPES = {

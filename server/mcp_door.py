@@ -43,8 +43,8 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from server.auth import Principal
-from server.catalogue import ServedEnv
-from server.errors import ApiError, backend_unavailable
+from server.catalogue import ServedEnv, tool_name, tool_parameters
+from server.errors import ApiError, backend_unavailable, invalid_request_from
 from server.models import CallRequest
 from server.sessions import SessionService
 
@@ -66,15 +66,10 @@ class McpCaller:
 def mcp_tools(env: ServedEnv) -> list[types.Tool]:
     """The environment's tools as MCP tools (OpenAI function schemas -> name, description,
     inputSchema)."""
-    tools = []
-    for schema in env.tools:
-        function = schema.get("function", schema)
-        tools.append(types.Tool(
-            name=function["name"],
-            description=function.get("description"),
-            input_schema=function.get("parameters") or {"type": "object", "properties": {}},
-        ))
-    return tools
+    return [types.Tool(name=tool_name(schema),
+                       description=schema.get("function", schema).get("description"),
+                       input_schema=tool_parameters(schema))
+            for schema in env.tools]
 
 
 def _caller(ctx: ServerRequestContext[Any, Any]) -> McpCaller:
@@ -89,7 +84,8 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _error_result(error: dict[str, Any], meta: dict[str, Any] | None = None) -> types.CallToolResult:
+def _error_result(error: dict[str, Any],
+                  meta: dict[str, Any] | None = None) -> types.CallToolResult:
     """A refused or failed call as the agent reads it: the REST error object, as text."""
     return types.CallToolResult(
         content=[types.TextContent(text=_text(error))], is_error=True, meta=meta
@@ -114,10 +110,7 @@ async def _call_tool(
             "call_id": (params.meta or {}).get(CALL_ID_META),
         })
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or None
-        return _error_result({"type": "InvalidRequest", "message": f"{field}: {first['msg']}",
-                              "field": field})
+        return _error_result(invalid_request_from(exc.errors()).body()["error"])
     try:
         outcome = await caller.service.call(
             caller.principal, caller.session_id, call.name, call.arguments, call.call_id

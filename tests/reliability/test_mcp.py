@@ -141,7 +141,8 @@ async def test_calls_take_the_rest_path_and_failures_are_readable_results(
         assert refused["type"] == "InvalidArguments" and refused["field"] == "by", refused
         assert _error(await mcp.call_tool("reset", {}))["type"] == "UnknownTool"
         assert _error(await mcp.call_tool("validate", {}))["type"] == "UnknownTool"
-        long_id = _error(await mcp.call_tool("increment", {"name": "b"}, meta={"call_id": "x" * 201}))
+        long_id = _error(await mcp.call_tool("increment", {"name": "b"},
+                                             meta={"call_id": "x" * 201}))
         assert long_id["type"] == "InvalidRequest" and long_id["field"] == "call_id", long_id
 
         failed = _error(await mcp.call_tool("explode", {"message": "the shelf fell"}))
