@@ -147,10 +147,10 @@ def test_every_catalogue_tool_is_judged_fast_first(catalogue: ServedCatalogue) -
 def test_jsonschema_rs_accepts_only_what_jsonschema_accepts(catalogue: ServedCatalogue) -> None:
     from jsonschema import Draft202012Validator
 
-    from server.catalogue import _fast_validator, _parameters
+    from server.catalogue import _fast_validator, tool_parameters
 
     schemas = EDGE_SCHEMAS + [
-        _parameters(tool) for env in catalogue.envs.values() for tool in env.tools
+        tool_parameters(tool) for env in catalogue.envs.values() for tool in env.tools
     ]
     compared = 0
     for schema in schemas:
