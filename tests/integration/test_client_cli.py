@@ -95,8 +95,8 @@ def test_a_person_tries_an_environment_from_the_shell(run: Run) -> None:
     assert "open a new one" in closed.stderr
 
     opened = run("session", "open", COUNTER, "--init-config", '{"counters": {"x": 1}}')
-    assert opened.exit_code == 0 and "agent token" in opened.stdout
-    session_id = opened.stdout.split()[1]
+    assert opened.exit_code == 0 and "agent token" in opened.stderr  # not a terminal: id only
+    session_id = opened.stdout.strip()
     assert json.loads(run("session", "state", session_id).stdout)["counters"] == {"x": 1}
     assert run("session", "close", session_id).exit_code == 0
 
