@@ -30,7 +30,7 @@ from server.auth import Authenticator
 from server.catalogue import ServedCatalogue
 from server.fastcall import FastCalls
 from server.limits import BodyLimit, call_body_bytes
-from server.mcp_door import MCP_PATH, McpDoor
+from server.mcp_door import MCP_PATH, McpDoor, McpErrors
 from server.metrics import Metrics
 from server.requestguard import RequestGuard
 from server.responses import FastJSONResponse
@@ -174,9 +174,11 @@ def create_app(
     app.add_middleware(FastCalls, max_bytes=call_body_bytes(settings.max_request_bytes,
                                                           settings.max_argument_bytes),
                        limits=limits)
-    # Outermost of ours: hosts, origins and content types, before any body is read.
+    # Before any body is read: hosts, origins and content types.
     app.add_middleware(RequestGuard,
                        allowed_hosts=None if settings.api_keys else settings.allowed_hosts)
+    # Around them all: their refusals on MCP paths are JSON-RPC errors too (server.mcp_door).
+    app.add_middleware(McpErrors)
     # Sessions first: routes are matched in order, and tool calls are most of the traffic.
     app.include_router(sessions.router)
     app.include_router(health.router)

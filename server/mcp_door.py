@@ -15,9 +15,10 @@ An agent harness that speaks MCP points at one session's URL with that session's
 
 Before the MCP layer sees a request, the caller is authenticated and the session must exist and
 be active, or the request is refused with the gateway's status and error shape (401, 403, 404,
-409, 410), framed as a JSON-RPC error too, so that the MCP client raises the gateway's message: a
-harness learns at ``initialize`` that its token or its session is wrong, not at its first tool
-call.
+409, 410): a harness learns at ``initialize`` that its token or its session is wrong, not at its
+first tool call. `McpErrors` frames every such refusal on an MCP path, this door's and those of
+the layers before it (the host guard, the body and JSON limits), as a JSON-RPC error too, so that
+the MCP client raises the gateway's message rather than a generic one.
 
 The SDK's session manager runs stateless (a transport per HTTP request, no MCP session id) and
 answers JSON, not SSE: everything a request needs is in Redis, so any worker of any gateway
@@ -27,20 +28,20 @@ serves any request of any MCP client, without sticky routing.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-from fastapi.responses import JSONResponse
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.jsonrpc import INVALID_REQUEST
 from pydantic import ValidationError
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.auth import Principal
 from server.catalogue import ServedEnv, tool_name, tool_parameters
@@ -49,6 +50,7 @@ from server.models import CallRequest
 from server.sessions import SessionService
 
 MCP_PATH = "/v1/sessions/{session_id}/mcp"
+MCP_PREFIX, MCP_SUFFIX = "/v1/sessions/", "/mcp"
 SCOPE_KEY = "envscaler.mcp"  # the request's `McpCaller`, for the MCP handlers
 CALL_ID_META = "call_id"  # tools/call ``_meta`` key of the REST ``call_id``
 
@@ -169,16 +171,68 @@ class McpDoor:
             session_id = scope["path_params"]["session_id"]
             _record, env = await service.tools(principal, session_id, active=True)
         except ApiError as exc:
-            await _refusal(exc)(scope, receive, send)
+            await exc.response()(scope, receive, send)
             return
         scope[SCOPE_KEY] = McpCaller(service, principal, session_id, env)
         await manager.handle_request(scope, receive, send)
 
 
-def _refusal(exc: ApiError) -> JSONResponse:
-    """The gateway's error answer, which is also a JSON-RPC error (``jsonrpc``, ``id``,
-    ``error.code`` added): the MCP client then raises the gateway's message, not a generic one."""
-    body = exc.body()
-    body["error"]["code"] = INVALID_REQUEST
-    body.update(jsonrpc="2.0", id=None)
-    return JSONResponse(body, status_code=exc.status, headers=exc.headers)
+def is_mcp_path(path: str) -> bool:
+    session_id = path[len(MCP_PREFIX):-len(MCP_SUFFIX)]
+    return (path.startswith(MCP_PREFIX) and path.endswith(MCP_SUFFIX) and bool(session_id)
+            and "/" not in session_id)
+
+
+class McpErrors:
+    """Outermost ASGI layer: on MCP paths, the gateway's error answers (``{"ok": false, "error":
+    {...}}``, from any layer) get ``jsonrpc``, ``id`` and ``error.code`` added, so each is also a
+    JSON-RPC error, which an MCP client reads and raises with the gateway's message (the SDK's
+    own answers, JSON-RPC already, pass unchanged)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not is_mcp_path(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        await self.app(scope, receive, _framing(send))
+
+
+def _framing(send: Send) -> Callable[[Message], Awaitable[None]]:
+    """``send`` that holds back an error answer's start and body, and frames the body."""
+    start: Message | None = None
+    chunks: list[bytes] = []
+
+    async def framed(message: Message) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start" and message["status"] >= 400:
+            start = message
+            return
+        if start is None or message["type"] != "http.response.body":
+            await send(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = _as_json_rpc(b"".join(chunks))
+        headers = MutableHeaders(raw=list(start["headers"]))
+        headers["content-length"] = str(len(body))
+        await send({**start, "headers": headers.raw})
+        await send({"type": "http.response.body", "body": body})
+
+    return framed
+
+
+def _as_json_rpc(body: bytes) -> bytes:
+    """The gateway's error body as a JSON-RPC error too; any other body as it is."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return body
+    if not (isinstance(value, dict) and value.get("ok") is False
+            and isinstance(value.get("error"), dict) and "jsonrpc" not in value):
+        return body
+    value["error"]["code"] = INVALID_REQUEST
+    value.update(jsonrpc="2.0", id=None)
+    return json.dumps(value, ensure_ascii=False).encode()

@@ -145,6 +145,13 @@ async def test_calls_take_the_rest_path_and_failures_are_readable_results(
                                              meta={"call_id": "x" * 201}))
         assert long_id["type"] == "InvalidRequest" and long_id["field"] == "call_id", long_id
 
+        # the limits of REST calls hold here too: the service's, as an isError result...
+        huge = _error(await mcp.call_tool("increment", {"name": "é" * 200_000}))
+        assert huge["type"] == "ArgumentsTooLarge", huge  # ENVSCALER_MAX_ARGUMENT_BYTES
+        # ...and those of the layers before the door, as a JSON-RPC error with their message
+        with pytest.raises(MCPError, match="ENVSCALER_MAX_JSON_STRING"):
+            await mcp.call_tool("increment", {"name": "x" * 300_000})
+
         failed = _error(await mcp.call_tool("explode", {"message": "the shelf fell"}))
         assert failed["type"] == "ToolException" and "the shelf fell" in failed["message"]
         late = _error(await mcp.call_tool("nap", {"seconds": CALL_TIMEOUT * 3}))
