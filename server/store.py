@@ -29,6 +29,7 @@ Keys
                           (``ENVSCALER_MAX_SESSION_RESULT_BYTES``)
     ``created``           unix time, seconds (float)
     ``updated``           unix time of the last activity
+    ``committed``         lock token of the last commit (`COMMIT` is keyed by it: idempotent)
 
 ``envscaler:session:{id}:calls`` — LIST, the trajectory, in order. Tool-call entries::
 
@@ -41,7 +42,9 @@ Keys
 
     {"kind": "reset", "index", "epoch", "scenario", "seed", "time"[, "init_config"]}
 
-``envscaler:session:{id}:call-ids`` — HASH, ``call_id`` -> index of its entry in ``:calls``
+``envscaler:session:{id}:call-ids`` — HASH, ``call_id`` -> index of its latest entry in
+  ``:calls``. A call_id is scoped to its epoch: an index before ``epoch_start`` names a call of an
+  earlier episode, and the same call_id after a reset is a new call
 
 ``envscaler:session:{id}:lock`` — STRING, the session lock: a ``redis.asyncio.lock.Lock`` whose
   value is the holder's token, with a lease (``PX``) so that a dead gateway cannot hold it for ever
@@ -59,7 +62,9 @@ Round trips of a tool call
    (When the lock is taken, the gateway waits with ``Lock.acquire`` and then reads.)
 2. One Lua script (`COMMIT`): if the lock still holds the caller's token, ``RPUSH`` the entry,
    ``HSET`` the call id and the record's changed fields, ``ZADD`` the live set, ``EXPIRE`` the
-   session's keys and ``DEL`` the lock — all or nothing. A holder whose lease ran out writes
+   session's keys and ``DEL`` the lock — all or nothing. Keyed by the lock's token, so a
+   retry after a lost reply answers "already applied", and one whose outcome is unknown (timed
+   out) is settled (`SETTLE`) rather than reported as discarded. A holder whose lease ran out writes
    nothing, nor does one whose record vanished meanwhile (expired, or lost with a Redis that kept
    no data): every write to a record is conditional on its existence (`COMMIT`, `UPDATE`), so a
    partial record is never created.
@@ -84,6 +89,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.lock import Lock
 from redis.commands.core import AsyncScript
+from redis.exceptions import RedisError
 
 from sandbox import jsoncodec
 from server.redis_scripts import ScriptClient
@@ -208,9 +214,14 @@ class Record:
 # is never expired as idle, nor its record dropped, under that client's feet.
 # One script rather than a pipeline of SET NX / HGETALL / HGET: the same reads after the same SET,
 # for one command's client-side cost instead of three (a tenth of a tool call in the gateway).
+# A lock already holding ARGV[1] is this very request's: a retry whose first attempt took it and
+# whose reply was lost (a dropped connection). It is taken, not waited for for a whole lease.
 LOCK_AND_LOAD = """
 if ARGV[8] ~= '' and redis.call('HGET', KEYS[2], 'agent_token_hash') ~= ARGV[8] then return 0 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
 if ARGV[7] == '1' and redis.call('ZSCORE', KEYS[5], ARGV[4]) then
   redis.call('ZADD', KEYS[5], ARGV[5], ARGV[4])
   redis.call('EXPIRE', KEYS[2], ARGV[6])
@@ -223,8 +234,12 @@ return {redis.call('HGETALL', KEYS[2]), redis.call('HGET', KEYS[3], ARGV[3])}
 
 # KEYS: lock, session, calls, call-ids, live
 # ARGV: token, entry JSON ("" for none), call_id ("" for none), index, now, ttl, release ("1"/"0"),
-#       session id, then field/value pairs of the record
+#       session id, then field/value pairs of the record (``committed`` = token among them)
+# Idempotent: a commit is keyed by its lock's token (one commit per holding), so a retry of one
+# that was applied (its reply lost with a dropped connection) answers 2, "already applied", and
+# writes nothing again.
 COMMIT = """
+if redis.call('HGET', KEYS[2], 'committed') == ARGV[1] then return 2 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 if ARGV[2] ~= '' then redis.call('RPUSH', KEYS[3], ARGV[2]) end
@@ -238,6 +253,15 @@ if ARGV[7] == '1' then redis.call('DEL', KEYS[1]) end
 return 1
 """
 
+
+# KEYS: lock, session; ARGV: token. After a commit whose outcome is unknown (it timed out: Redis
+# may have applied it, or may still apply it when it wakes): 1 when it was applied; else 0, and
+# the lock is deleted first, so that the pending commit, should it ever run, writes nothing.
+SETTLE = """
+if redis.call('HGET', KEYS[2], 'committed') == ARGV[1] then return 1 end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 # KEYS: session; ARGV: field/value pairs. Writes only to a record that exists: a record that
 # vanished under a request (expired while its lock was stalled, Redis restarted without
@@ -267,6 +291,15 @@ class SessionLock(Lock):
     def drop(self) -> None:
         self.local.token = None
 
+    async def do_acquire(self, token: str | bytes) -> bool:
+        """``SET NX``, or the lock already holds ``token``: a retried ``SET`` whose first
+        attempt took the lock but whose reply was lost must not wait out its own lease."""
+        if await super().do_acquire(token):
+            return True
+        held = await self.redis.get(self.name)
+        mine = token.decode() if isinstance(token, bytes) else token
+        return held is not None and (held.decode() if isinstance(held, bytes) else held) == mine
+
 
 class SessionStore:
     def __init__(self, redis: Redis, session_ttl: float, record_ttl: float,
@@ -279,6 +312,7 @@ class SessionStore:
         self.record_ttl = int(record_ttl) + 1
         self._commit = redis.register_script(COMMIT)
         self._update = redis.register_script(UPDATE)
+        self._settle = redis.register_script(SETTLE)
         self._lock_and_load = redis.register_script(LOCK_AND_LOAD)
 
     async def _hot(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
@@ -390,11 +424,14 @@ class SessionStore:
         refresh the expiry — only if ``lock`` is still held; optionally release it. One round trip.
 
         ``record`` is updated in place first (length when an entry is appended; ``updated``).
-        False (and nothing written) when the lock's lease ran out.
+        False (and nothing written) when the lock's lease ran out. A commit that fails without
+        an answer (timed out, connection lost past the retries) is settled (`SETTLE`): True when
+        Redis applied it, else False and it never will; RedisError only when Redis cannot say.
         """
         now = time.time()
         record.updated = now
-        changed = {"updated": repr(now), **(fields or {})}
+        token = lock.local.token
+        changed: dict[str, Any] = {"updated": repr(now), **(fields or {}), "committed": token}
         encoded = dumps(entry) if entry is not None else ""
         if entry is not None:
             record.length += 1
@@ -402,7 +439,7 @@ class SessionStore:
             changed["length"] = str(record.length)
             changed["size"] = str(record.size)
         args: list[Any] = [
-            lock.local.token,
+            token,
             encoded,
             (entry or {}).get("call_id") or "",
             (entry or {}).get("index", ""),
@@ -420,7 +457,12 @@ class SessionStore:
             call_ids_key(record.id),
             LIVE,
         ]
-        done = bool(await self._hot(self._commit, keys, args))
+        try:
+            done = bool(await self._hot(self._commit, keys, args))
+        except RedisError:
+            done = bool(await self._settle(keys=[lock.name, session_key(record.id)], args=[token]))
+            lock.drop()  # applied: released with it; not applied: deleted by the settling
+            return done
         if done and release:
             lock.drop()
         return done

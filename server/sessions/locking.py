@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -119,9 +120,7 @@ class SessionLocks:
                         lock, session_id, call_id, touch, token_hash
                     )
                     if not acquired:
-                        if wait <= 0 or not await lock.acquire(
-                            blocking_timeout=max(deadline - time.monotonic(), 0.0)
-                        ):
+                        if wait <= 0 or not await self._wait_for(lock, deadline):
                             raise self._busy(session_id)
                         record, seen = await self.store.load_for_call(session_id, call_id)
                 except TokenRefused:
@@ -165,6 +164,19 @@ class SessionLocks:
             raise redis_failed(exc) from exc
         if stored is None or not hmac.compare_digest(stored, token_hash):
             raise unauthorized("invalid agent token")
+
+    @staticmethod
+    async def _wait_for(lock: SessionLock, deadline: float) -> bool:
+        """Wait for the Redis lock until ``deadline``. Its token is known before the first
+        ``SET`` is sent, as in `SessionStore.lock_and_load`: one that lands although its reply
+        was lost is then released by `_release_later`, or recognized by a retry as its own."""
+        token = os.urandom(16).hex().encode()
+        lock.take(token)
+        if await lock.acquire(blocking_timeout=max(deadline - time.monotonic(), 0.0),
+                              token=token):
+            return True
+        lock.drop()
+        return False
 
     def _release_later(self, lock: SessionLock) -> None:
         """Release a lock that this process may hold but could not release (Redis was away, or

@@ -96,15 +96,17 @@ class SessionSandboxes:
         """Claim a sandbox and load ``env`` into it. A sandbox that dies under the load (the
         engine, the kernel's OOM killer or gVisor's Sentry ended it after its claim) is replaced
         once. ``held``: the session's lock, renewed after each claim (a cold start may take a
-        while)."""
+        while). A sandbox claimed here and not returned is destroyed, whatever failed (the
+        renewal, the load, a cancellation): no one else knows of it."""
         for attempt in (1, 2):
             sandbox = await self.claim(session_id)
-            if held is not None:
-                await self.locks.renew(*held)
             try:
+                if held is not None:
+                    await self.locks.renew(*held)
                 await self._load(sandbox, env, init_config, seed, custom)
                 return sandbox
             except SandboxGone as exc:
+                await self.destroy_quietly(sandbox)
                 self.metrics.sandbox_failed("crash")
                 log.warning("sandbox died while loading session=%s env=%s attempt=%d error=%s",
                             session_id, env.id, attempt, exc)
@@ -112,13 +114,16 @@ class SessionSandboxes:
                     raise backend_unavailable(
                         f"the sandbox died while loading the environment: {exc}"
                     ) from exc
+            except BaseException:
+                await self.destroy_quietly(sandbox)
+                raise
         raise AssertionError("unreachable")
 
     async def _load(
         self, sandbox: Sandbox, env: ServedEnv, init_config: dict[str, Any], seed: int, custom: bool
     ) -> None:
-        """Load ``env`` into a fresh sandbox; on failure destroy the sandbox and raise ApiError
-        (``SandboxGone``: it died meanwhile)."""
+        """Load ``env`` into a fresh sandbox; on failure raise ApiError (``SandboxGone``: it
+        died meanwhile)."""
         try:
             await sandbox.load(
                 source=env.source,
@@ -131,7 +136,6 @@ class SessionSandboxes:
                 timeout=self.settings.load_timeout,
             )
         except RuntimeFault as exc:
-            await sandbox.destroy()
             if exc.kind == "LoadError" and custom:
                 raise invalid_request(
                     f"the environment does not start from this init_config: {exc.message}",
@@ -148,9 +152,6 @@ class SessionSandboxes:
                 "Timeout",
                 f"loading environment {env.id} exceeded {self.settings.load_timeout:g} s",
             ) from exc
-        except BaseException:
-            await sandbox.destroy()
-            raise
 
     def adopt(self, session_id: str, sandbox: Sandbox) -> None:
         old = self.held.get(session_id)

@@ -244,7 +244,9 @@ class SessionService:
         async with self.locks.locked(session_id, call_id=call_id,
                                      token_hash=caller.token_hash) as held:
             record = self._checked(session_id, held.record, caller)
-            if held.seen is not None:
+            # A call_id names a call of its epoch: one reused after a reset runs anew, never
+            # answers the previous episode's result.
+            if held.seen is not None and held.seen >= record.epoch_start:
                 stored = await self.store.entry(session_id, held.seen)
                 if stored is not None:
                     log.info(

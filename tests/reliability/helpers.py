@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import docker
 import httpx
@@ -233,6 +234,106 @@ class PrivateRedis(EmbeddedRedis):
     def resume(self) -> None:
         assert self.process is not None
         self.process.send_signal(signal.SIGCONT)
+
+
+class RedisProxy:
+    """A loopback TCP proxy in front of a Redis, in the test's event loop, that can lose or hold
+    the reply of a chosen command: what a dropped connection or a stalled socket does to a
+    command that Redis received (and applied). A command is chosen by bytes it carries (a
+    script's sha, a session id); each rule applies to the next ``times`` commands that match.
+
+    - ``drop``: Redis runs the command; its reply is discarded and the client's connection
+      closed, as when a connection drops after the request went out.
+    - ``hold``: Redis runs the command; nothing more is sent to that client connection (its
+      replies are withheld) until the test ends, as on a socket that stalls.
+    """
+
+    def __init__(self, target_url: str) -> None:
+        self.target = urlsplit(target_url)
+        self.rules: list[list[Any]] = []  # [mode, marker, times left]
+        self.matched: dict[str, int] = {"drop": 0, "hold": 0}
+        self.server: asyncio.Server | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        port = self.server.sockets[0].getsockname()[1]
+        netloc = self.target.netloc.rsplit("@", 1)
+        address = f"127.0.0.1:{port}"
+        return urlunsplit(self.target._replace(
+            netloc=f"{netloc[0]}@{address}" if len(netloc) == 2 else address))
+
+    def drop_reply(self, marker: bytes, times: int = 1) -> None:
+        self.rules.append(["drop", marker, times])
+
+    def hold_replies(self, marker: bytes, times: int = 1) -> None:
+        self.rules.append(["hold", marker, times])
+
+    def _match(self, data: bytes) -> str | None:
+        for rule in self.rules:
+            mode, marker, left = rule
+            if left > 0 and marker in data:
+                rule[2] -= 1
+                self.matched[mode] += 1
+                return mode
+        return None
+
+    async def __aenter__(self) -> RedisProxy:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        for writer in list(self.writers):
+            writer.transport.abort()
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def _serve(self, client_reader: asyncio.StreamReader,
+                     client_writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.tasks.add(task)
+        upstream_reader, upstream_writer = await asyncio.open_connection(
+            self.target.hostname, self.target.port)
+        self.writers |= {client_writer, upstream_writer}
+        fate: list[str] = []  # what happens to the replies of this connection from now on
+
+        async def requests() -> None:
+            while data := await client_reader.read(65536):
+                mode = self._match(data)
+                if mode is not None and not fate:
+                    fate.append(mode)
+                upstream_writer.write(data)
+                await upstream_writer.drain()
+
+        async def replies() -> None:
+            while data := await upstream_reader.read(65536):
+                if fate == ["drop"]:
+                    client_writer.transport.abort()
+                    return
+                if fate == ["hold"]:
+                    continue
+                client_writer.write(data)
+                await client_writer.drain()
+
+        pumps = [asyncio.create_task(requests()), asyncio.create_task(replies())]
+        try:
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            for pump in pumps:
+                pump.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
+            for writer in (client_writer, upstream_writer):
+                writer.transport.abort()
+                self.writers.discard(writer)
+            self.tasks.discard(task)
 
 
 # ---------------------------------------------------------------- memory

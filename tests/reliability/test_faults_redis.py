@@ -6,6 +6,7 @@ gateway recovers by itself, and no call is lost or executed twice."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import httpx
 import pytest
 import redis as redis_sync
 
+from server.store import COMMIT, LOCK_AND_LOAD
 from tests.integration.gateway_fixtures import (
     LIBRARY,
     kill_sandbox,
@@ -22,6 +24,7 @@ from tests.integration.gateway_fixtures import (
 )
 from tests.reliability.helpers import (
     PrivateRedis,
+    RedisProxy,
     assert_error,
     audit_counter,
     audit_trajectory,
@@ -184,3 +187,59 @@ async def test_a_record_that_vanishes_mid_call_is_never_resurrected(make_setting
                              "UnknownSession")
             assert not redis_client.exists(f"envscaler:session:{session_id}")
             assert not redis_client.exists(f"envscaler:session:{session_id}:calls")
+
+
+# ---------------------------------------------------------------- lost replies
+
+
+def sha(script: str) -> bytes:
+    """What ``EVALSHA`` sends for a script: the proxy's marker for its commands."""
+    return hashlib.sha1(script.encode()).hexdigest().encode()
+
+
+async def test_a_commit_whose_reply_is_lost_answers_the_calls_result(make_settings, redis_url,
+                                                                     redis_client) -> None:
+    """Redis applies a call's COMMIT, and its reply is lost: the connection drops (the client
+    retries the commit on a new one), or the socket stalls past ENVSCALER_REDIS_TIMEOUT. The call
+    is in the trajectory, so it answers its result (not 503 "effects discarded", after which a
+    caller without a call_id would run it twice), and it ran once."""
+    async with RedisProxy(redis_url) as proxy:
+        settings = make_settings(redis_url=proxy.url, redis_timeout=1.0)
+        async with running_gateway(settings) as (_, client):
+            session_id = await new_session(client, scenario="counter-2")
+            await call(client, session_id, "increment", {"name": "z"})  # the scripts are loaded
+            for lose in (proxy.drop_reply, proxy.hold_replies):
+                lose(sha(COMMIT))
+                answer = await call(client, session_id, "increment", {"name": "z"})
+                assert answer["ok"] is True and answer["duplicate"] is False, answer
+            assert proxy.matched == {"drop": 1, "hold": 1}
+            trajectory = await entries(client, session_id)
+            audit_trajectory(trajectory)
+            assert [e["index"] for e in trajectory] == [0, 1, 2]
+            assert audit_counter(trajectory, "z", start=10) == 13
+            assert (await state(client, session_id))["counters"]["z"] == 13
+            assert (await call(client, session_id, "increment", {"name": "z"}))["index"] == 3
+
+
+async def test_a_lock_whose_reply_is_lost_is_its_takers(make_settings, redis_url,
+                                                        redis_client) -> None:
+    """The session lock's SET lands and its reply is lost with the connection: the retry finds
+    the lock holding its own token and goes on, instead of waiting out the whole lease (503
+    SessionBusy) behind itself. Likewise for the waiting path (redis-py's Lock.acquire)."""
+    async with RedisProxy(redis_url) as proxy:
+        settings = make_settings(redis_url=proxy.url, redis_timeout=1.0, session_lock_wait=2.0)
+        async with running_gateway(settings) as (app, client):
+            session_id = await new_session(client, scenario="counter-2")
+            await call(client, session_id, "increment", {"name": "z"})
+            proxy.drop_reply(sha(LOCK_AND_LOAD))
+            answer = await call(client, session_id, "increment", {"name": "z"})
+            assert answer["ok"] is True and answer["index"] == 1
+            assert proxy.matched["drop"] == 1
+            assert not redis_client.exists(f"envscaler:session:{session_id}:lock")
+
+            store = app.state.service.store
+            lock = store.lock(session_id, lease=30.0, wait=1.0)
+            redis_client.set(lock.name, "mine", px=30_000)  # as if our SET landed, reply lost
+            assert await lock.acquire(blocking_timeout=0.5, token="mine")
+            await lock.release()
+            assert (await call(client, session_id, "increment", {"name": "z"}))["index"] == 2

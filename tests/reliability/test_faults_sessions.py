@@ -1,0 +1,78 @@
+"""Session operations under faults found by reading the code: a reset whose lock is lost while
+it claims a sandbox, a call_id reused after a reset, a recorded call that ends its runtime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.gateway_fixtures import (
+    kill_sandbox,
+    running_gateway,
+    sandbox_alive,
+    sandbox_handle,
+)
+from tests.reliability.helpers import (
+    assert_error,
+    audit_trajectory,
+    call,
+    entries,
+    new_session,
+    state,
+)
+
+
+async def test_a_reset_that_loses_its_lock_while_claiming_leaks_no_sandbox(make_settings,
+                                                                           redis_client) -> None:
+    """The session lock is renewed after a reset claims a new sandbox (a cold start may take a
+    while); when that renewal fails the reset answers 503 SessionBusy, and the sandbox it claimed
+    is ended, not left running with no session to end it. The session stays usable."""
+    settings = make_settings(pool_size=0)
+    async with running_gateway(settings) as (app, client):
+        session_id = await new_session(client, scenario="counter-2")
+        await call(client, session_id, "increment", {"name": "z"})
+        old = sandbox_handle(redis_client, session_id)
+        pool = app.state.pool
+        claimed: list[Any] = []
+        real_claim = pool.claim
+
+        async def claim_then_lose_the_lock(session: str) -> Any:
+            sandbox = await real_claim(session)
+            claimed.append(sandbox)
+            redis_client.delete(f"envscaler:session:{session_id}:lock")  # its lease ran out
+            return sandbox
+
+        pool.claim = claim_then_lose_the_lock
+        kill_sandbox(old, settings.socket_root)  # no reset in place: a new sandbox is claimed
+        try:
+            response = await client.post(f"/v1/sessions/{session_id}/reset")
+        finally:
+            pool.claim = real_claim
+        assert_error(response, 503, "SessionBusy")
+        assert len(claimed) == 1
+        assert not sandbox_alive(claimed[0].handle.to_dict(), settings.socket_root)
+        assert pool.stats().live == 0, pool.stats()  # the session's own died, the claimed ended
+        answer = await call(client, session_id, "increment", {"name": "z"})
+        assert answer["result"]["data"]["before"] == 11  # rebuilt: the reset never happened
+
+
+async def test_a_call_id_reused_after_a_reset_runs_in_the_new_epoch(make_settings,
+                                                                    redis_client) -> None:
+    """Idempotency keys are scoped to the epoch: the same call_id after a reset is a new call of
+    the new episode (its retry then answers that one), never the previous episode's result."""
+    async with running_gateway(make_settings()) as (_, client):
+        session_id = await new_session(client, scenario="counter-2")
+        first = await call(client, session_id, "increment", {"name": "z"}, call_id="step-1")
+        again = await call(client, session_id, "increment", {"name": "z"}, call_id="step-1")
+        assert again["duplicate"] is True and again["index"] == first["index"] == 0
+        response = await client.post(f"/v1/sessions/{session_id}/reset")
+        assert response.status_code == 200, response.text
+        fresh = await call(client, session_id, "increment", {"name": "z"}, call_id="step-1")
+        assert fresh["duplicate"] is False and fresh["index"] == 2, fresh
+        assert fresh["result"]["data"]["before"] == 10
+        retried = await call(client, session_id, "increment", {"name": "z"}, call_id="step-1")
+        assert retried["duplicate"] is True and retried["index"] == 2
+        assert (await state(client, session_id))["counters"]["z"] == 11
+        trajectory = await entries(client, session_id)
+        assert [e.get("name") or e["kind"] for e in trajectory] == [
+            "increment", "reset", "increment"]
+        audit_trajectory(trajectory[2:])
