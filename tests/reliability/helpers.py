@@ -113,11 +113,14 @@ class Retrier:
 
 def audit_trajectory(trajectory: list[dict[str, Any]],
                      acknowledged: Sequence[str] | None = None) -> None:
-    """Indexes contiguous from 0; no call_id twice; every acknowledged call_id present exactly
-    once and in the order acknowledged (one session's client waits for each answer)."""
+    """Indexes contiguous from 0; no call_id twice in an epoch (call_ids are scoped to it);
+    every acknowledged call_id present exactly once and in the order acknowledged (one session's
+    client waits for each answer)."""
     assert [e["index"] for e in trajectory] == list(range(len(trajectory))), "index gap"
-    ids = [e.get("call_id") for e in trajectory if e.get("kind") != "reset" and e.get("call_id")]
-    assert len(ids) == len(set(ids)), f"a call_id recorded twice: {ids}"
+    calls = [e for e in trajectory if e.get("kind") != "reset" and e.get("call_id")]
+    scoped = [(e.get("epoch"), e["call_id"]) for e in calls]
+    assert len(scoped) == len(set(scoped)), f"a call_id recorded twice in an epoch: {scoped}"
+    ids = [e["call_id"] for e in calls]
     if acknowledged is not None:
         position = {call_id: i for i, call_id in enumerate(ids)}
         missing = [c for c in acknowledged if c not in position]
