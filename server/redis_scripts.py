@@ -6,17 +6,19 @@ for the socket timeout, the connection pool, encoding each argument through seve
 observability hooks), five times the cost of the round trip itself, and a tool call makes two;
 that was a third of the gateway's CPU per call (measured with ``envscaler bench``).
 
-How: one connection per process, multiplexed: each command is written as soon as it is made and
-its reply future queued; replies come back in order and are matched to the queue, parsed by
-hiredis (C). Under load many replies arrive in one read.
+How: a pool of connections, one command in flight on each (as redis-py's pool): a command is
+written as soon as it is made on an idle connection (a new one when none is idle), its reply
+parsed by hiredis (C), and the connection goes back to the pool. Not one connection multiplexed:
+there a command whose reply is slow (a stalled socket, a long reply) held up every reply behind
+it, and its timeout, which must drop the connection to keep replies in step, failed every
+command in flight on it, other sessions' included.
 
 Semantics kept from the redis-py client the gateway configures (`server.app`):
 
 - a command (or a new connection's ``AUTH`` / ``SELECT``) that gets no reply within ``timeout``
-  raises `redis.exceptions.TimeoutError`, never retried; the connection is then dropped (what
-  else it carried fails with it), as redis-py does (one timer per connection watches the oldest
-  command waiting for its reply: a timer per command, with ``asyncio.timeout``, cost more than
-  the rest of the client);
+  raises `redis.exceptions.TimeoutError`, never retried; its connection is then dropped, and only
+  that command fails (a timer per connection, not ``asyncio.timeout``, which cost more than the
+  rest of the client);
 - a connection that cannot be made, or drops, raises `redis.exceptions.ConnectionError`; the
   command is retried (3 times, backoff from 10 ms doubling to 0.5 s, jittered) on a new
   connection, as the gateway's redis-py ``Retry`` does, so a restarted Redis is reconnected to;
@@ -45,6 +47,7 @@ RETRIES = 3
 BACKOFF_BASE = 0.01
 BACKOFF_CAP = 0.5
 TIMER_SLACK = 0.001  # the event loop's timers have a resolution of a millisecond
+IDLE_CONNECTIONS = 64  # kept open between commands; beyond, a connection is closed after use
 
 
 class Script(Protocol):
@@ -148,8 +151,8 @@ class ScriptClient:
         self._connect = connect
         self.timeout = timeout
         self.connect_timeout = connect_timeout
-        self._connection: _Connection | None = None
-        self._connecting: asyncio.Lock | None = None
+        self._idle: list[_Connection] = []
+        self._closed = False
 
     @classmethod
     def for_url(cls, url: str, timeout: float, connect_timeout: float) -> ScriptClient | None:
@@ -184,19 +187,25 @@ class ScriptClient:
 
     async def _roundtrip(self, data: bytes) -> Any:
         connection = await self._connected()
-        return await connection.send(data)  # past the deadline, the connection drops (_check)
+        try:
+            reply = await connection.send(data)  # past the deadline, the connection drops (_check)
+        except BaseException:
+            if connection.lost is None:  # cancelled: its reply would go to the next command
+                connection.abort(RedisConnectionError("command abandoned"))
+            raise
+        if self._closed or len(self._idle) >= IDLE_CONNECTIONS:
+            connection.abort(RedisConnectionError("client closed"))
+        else:
+            self._idle.append(connection)
+        return reply
 
     async def _connected(self) -> _Connection:
-        connection = self._connection
-        if connection is not None and connection.lost is None:
-            return connection
-        if self._connecting is None:
-            self._connecting = asyncio.Lock()
-        async with self._connecting:
-            if self._connection is not None and self._connection.lost is None:
-                return self._connection
-            self._connection = await self._open()
-            return self._connection
+        """An idle connection of the pool, else a new one."""
+        while self._idle:
+            connection = self._idle.pop()  # the most recently used: the least likely to be stale
+            if connection.lost is None:
+                return connection
+        return await self._open()
 
     async def _open(self) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -235,6 +244,6 @@ class ScriptClient:
         return connection
 
     def close(self) -> None:
-        if self._connection is not None:
-            self._connection.abort(RedisConnectionError("client closed"))
-            self._connection = None
+        self._closed = True
+        while self._idle:
+            self._idle.pop().abort(RedisConnectionError("client closed"))

@@ -243,3 +243,32 @@ async def test_a_lock_whose_reply_is_lost_is_its_takers(make_settings, redis_url
             assert await lock.acquire(blocking_timeout=0.5, token="mine")
             await lock.release()
             assert (await call(client, session_id, "increment", {"name": "z"}))["index"] == 2
+
+
+async def test_a_stalled_command_fails_alone(make_settings, redis_url, redis_client) -> None:
+    """One session's command whose reply stalls (a slow reply, a socket that hangs) times out
+    after ENVSCALER_REDIS_TIMEOUT and that request answers 503; meanwhile other sessions' calls,
+    sent after it, keep being answered: no command shares its connection, so none waits behind
+    its reply or fails with its timeout."""
+    async with RedisProxy(redis_url) as proxy:
+        settings = make_settings(redis_url=proxy.url, redis_timeout=1.0)
+        async with running_gateway(settings) as (_, client):
+            stalled, other = [await new_session(client, scenario="counter-2") for _ in range(2)]
+            for session_id in (stalled, other):
+                await call(client, session_id, "increment", {"name": "z"})
+            proxy.hold_replies(stalled.encode())
+            slow = asyncio.create_task(client.post(
+                f"/v1/sessions/{stalled}/calls",
+                json={"name": "increment", "arguments": {"name": "z"}, "call_id": "slow"}))
+            while not proxy.matched["hold"]:
+                await asyncio.sleep(0.005)
+            answered = 0
+            while not slow.done():
+                await call(client, other, "increment", {"name": "z"})
+                answered += 1
+            assert_error(await slow, 503, "BackendUnavailable")
+            assert answered >= 2, answered
+            trajectory = await entries(client, other)
+            assert audit_counter(trajectory, "z", start=10) == 10 + 1 + answered
+            retried = await call(client, stalled, "increment", {"name": "z"}, call_id="slow")
+            assert retried["index"] == 1 and retried["duplicate"] is False
