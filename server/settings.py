@@ -34,6 +34,13 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     workers: int | None = Field(None, ge=1, description="gateway worker processes of `envscaler "
                                 "serve`; unset: one per CPU this process may run on")
+    worker_restart_delay: float = Field(1.0, gt=0, description="seconds before a gateway "
+                                        "worker that died is restarted, doubled for each "
+                                        "failure in a row")
+    worker_restart_max_delay: float = Field(30.0, gt=0, description="the longest restart delay; "
+                                            "a worker that ran this long resets its count")
+    worker_restart_limit: int = Field(5, ge=1, description="failures in a row of a worker after "
+                                      "which `envscaler serve` gives up and exits 1")
     state_dir: Path = Field(Path.home() / ".local" / "state" / "envscaler",
                             description="where the embedded Redis keeps its append-only file")
 

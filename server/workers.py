@@ -1,5 +1,6 @@
 """Several gateway processes on one port, each with a listening socket of its own
-(``SO_REUSEPORT``), under a small supervisor that restarts a worker that dies.
+(``SO_REUSEPORT``), under a small supervisor that restarts a worker that dies, with a backoff,
+and gives up on one that keeps dying (`RestartPolicy`).
 
 Why not uvicorn's ``--workers``: there every worker waits on one shared listening socket, and the
 one that wakes first accepts every pending connection. A client that opens its connections at
@@ -28,9 +29,11 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
@@ -45,7 +48,7 @@ from server.metrics import MULTIPROC_DIR_ENV
 log = logging.getLogger("envscaler.server.workers")
 
 BACKLOG = 2048
-RESTART_DELAY = 1.0
+STARTUP_FAILURE = 3  # uvicorn's exit status when the application does not start
 STOP_TIMEOUT = 30.0
 ORPHAN_GRACE = 10.0
 ORPHAN_POLL = 0.5
@@ -75,7 +78,10 @@ def _worker(host: str, port: int, config: dict[str, Any], supervisor: int) -> No
                      name="envscaler-orphan-watch").start()
     sock = listening_socket(host, port)
     sock.listen(BACKLOG)
-    uvicorn.Server(uvicorn.Config(**config)).run(sockets=[sock])
+    server = uvicorn.Server(uvicorn.Config(**config))
+    server.run(sockets=[sock])
+    if not server.started:  # its lifespan failed: a crash to the supervisor, not a clean exit
+        sys.exit(STARTUP_FAILURE)
 
 
 def _kill_when_orphaned(supervisor: int) -> None:
@@ -116,15 +122,49 @@ def _remove_stale_metrics_dirs() -> None:
             os.close(fd)
 
 
-class Supervisor:
-    """Starts ``count`` workers, restarts any that dies, stops them all on SIGINT or SIGTERM."""
+@dataclass(frozen=True)
+class RestartPolicy:
+    """How a worker that dies is replaced (``ENVSCALER_WORKER_RESTART_*``): after ``delay``
+    seconds, doubled for each failure in a row of the same worker slot, up to ``max_delay``. A
+    failure is in a row when its worker ran less than ``max_delay`` seconds; after ``limit`` of
+    them the supervisor gives up and exits non-zero: a worker that cannot start (a bad
+    catalogue, a broken install) is a fault to report, not to retry every second for ever."""
 
-    def __init__(self, count: int, config: dict[str, Any]) -> None:
+    delay: float = 1.0
+    max_delay: float = 30.0
+    limit: int = 5
+
+    def backoff(self, failures: int) -> float:
+        return float(min(self.max_delay, self.delay * 2 ** (failures - 1)))
+
+
+class WorkersFailing(RuntimeError):
+    """A worker slot failed ``RestartPolicy.limit`` times in a row."""
+
+
+@dataclass
+class _Slot:
+    """One worker's place: its process, when it started, its failures in a row, and when it
+    is due to be started again (None: it runs)."""
+
+    process: BaseProcess
+    started: float
+    failures: int = 0
+    restart_at: float | None = None
+
+
+class Supervisor:
+    """Starts ``count`` workers, restarts any that dies (`RestartPolicy`), stops them all on
+    SIGINT or SIGTERM."""
+
+    def __init__(self, count: int, config: dict[str, Any],
+                 policy: RestartPolicy | None = None) -> None:
         """``config``: the keyword arguments of ``uvicorn.Config`` (host, port, log_level, ...)."""
         self.host, self.port = str(config["host"]), int(config["port"])
         self.count, self.config = count, config
+        self.policy = policy or RestartPolicy()
         self.context = multiprocessing.get_context("spawn")
-        self.workers: list[BaseProcess] = []
+        self.slots: list[_Slot] = []
         self.stopping = False
 
     def _start(self) -> BaseProcess:
@@ -147,8 +187,8 @@ class Supervisor:
         metrics_dir, metrics_lock = _locked_metrics_dir()
         os.environ[MULTIPROC_DIR_ENV] = metrics_dir  # inherited by the workers
         try:
-            self.workers = [self._start() for _ in range(self.count)]
-            log.info("gateway workers started pids=%s", [w.pid for w in self.workers])
+            self.slots = [_Slot(self._start(), time.monotonic()) for _ in range(self.count)]
+            log.info("gateway workers started pids=%s", [s.process.pid for s in self.slots])
             while not self.stopping:
                 time.sleep(0.2)
                 self._restart_dead()
@@ -159,21 +199,41 @@ class Supervisor:
             os.close(metrics_lock)
 
     def _restart_dead(self) -> None:
-        for index, worker in enumerate(self.workers):
-            if worker.is_alive() or self.stopping:
+        """Start the slots that are due; schedule the restart of workers that died (never a
+        sleep here: the other slots and the stop signal are watched meanwhile)."""
+        now = time.monotonic()
+        for slot in self.slots:
+            if self.stopping:
+                return
+            if slot.restart_at is not None:
+                if now >= slot.restart_at:
+                    slot.process, slot.started, slot.restart_at = self._start(), now, None
                 continue
-            log.error("gateway worker pid=%s exited with %s; restarting in %g s",
-                      worker.pid, worker.exitcode, RESTART_DELAY)
+            worker = slot.process
+            if worker.is_alive():
+                continue
             multiprocess.mark_process_dead(worker.pid)  # in $PROMETHEUS_MULTIPROC_DIR
-            time.sleep(RESTART_DELAY)
-            self.workers[index] = self._start()
+            ran = now - slot.started
+            slot.failures = slot.failures + 1 if ran < self.policy.max_delay else 1
+            if slot.failures >= self.policy.limit:
+                log.error("gateway worker pid=%s exited with %s after %.1f s: %d failures in a "
+                          "row, each within %g s of its start; giving up",
+                          worker.pid, worker.exitcode, ran, slot.failures, self.policy.max_delay)
+                raise WorkersFailing(f"a gateway worker failed {slot.failures} times in a row "
+                                     f"(last exit status {worker.exitcode}); see the log above")
+            delay = self.policy.backoff(slot.failures)
+            log.error("gateway worker pid=%s exited with %s after %.1f s; restarting in %g s "
+                      "(failure %d of %d in a row)", worker.pid, worker.exitcode, ran, delay,
+                      slot.failures, self.policy.limit)
+            slot.restart_at = now + delay
 
     def _stop_all(self) -> None:
         deadline = time.monotonic() + STOP_TIMEOUT
-        for worker in self.workers:
+        workers = [slot.process for slot in self.slots]
+        for worker in workers:
             if worker.is_alive():
                 worker.terminate()  # SIGTERM: uvicorn shuts down gracefully (lifespan)
-        for worker in self.workers:
+        for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
             if worker.is_alive():
                 worker.kill()

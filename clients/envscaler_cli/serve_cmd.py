@@ -6,9 +6,13 @@ import ipaddress
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from server.settings import Settings
 
 console = Console(stderr=True)
 
@@ -72,7 +76,7 @@ def serve(
         if count == 1:
             uvicorn.run(**config)
         else:
-            _serve_workers(count, config)
+            _serve_workers(count, config, settings)
     finally:
         if redis_server is not None:
             redis_server.stop()
@@ -83,15 +87,20 @@ def _logs_info(level: str) -> bool:
     return not isinstance(number, int) or number <= logging.INFO  # unknown to logging: uvicorn's
 
 
-def _serve_workers(workers: int, config: dict[str, object]) -> None:
+def _serve_workers(workers: int, config: dict[str, object], settings: Settings) -> None:
     """Worker processes with a listening socket each (`server.workers`)."""
-    from server.workers import Supervisor
+    from server.workers import RestartPolicy, Supervisor, WorkersFailing
 
+    policy = RestartPolicy(settings.worker_restart_delay, settings.worker_restart_max_delay,
+                           settings.worker_restart_limit)
     try:
-        Supervisor(workers, config).run()
+        Supervisor(workers, config, policy).run()
     except OSError as exc:
         console.print(f"[red]error:[/red] cannot listen on {config['host']}:{config['port']}: "
                       f"{exc.strerror or exc}")
+        raise typer.Exit(1) from None
+    except WorkersFailing as exc:
+        console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
 
 
