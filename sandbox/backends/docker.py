@@ -277,6 +277,8 @@ class DockerBackend(SandboxBackend):
     async def health(self) -> dict[str, object]:
         """The engine answers, the image exists and the socket root takes new sandboxes: what
         creating a sandbox needs (each a reason for 503 on /readyz, named)."""
+        self.heartbeat.check()
+
         def probe() -> dict[str, Any]:
             info = self.client.version()
             try:

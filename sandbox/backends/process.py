@@ -202,6 +202,7 @@ class ProcessBackend(SandboxBackend):
 
     async def health(self) -> dict[str, object]:
         self._reap_exited()
+        self._heartbeat.check()
         root = self.config.socket_root
         root.mkdir(parents=True, exist_ok=True)
         if not os.access(root, os.W_OK | os.X_OK):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from pathlib import Path
 
 from tests.integration.gateway_fixtures import kill_sandbox, running_gateway, sandbox_handle
@@ -108,3 +109,45 @@ async def test_containers_killed_at_random_under_concurrent_calls(make_settings,
             assert (await state(client, session_id))["counters"]["z"] == 10 + calls
         metrics = (await client.get("/metrics")).text
         assert "envscaler_replay_mismatches_total 0.0" in metrics
+
+
+async def test_a_dead_heartbeat_is_restarted_and_a_failing_one_fails_readiness(
+        make_settings) -> None:
+    """Other instances reap the sandboxes of an instance whose heartbeat file goes stale, so the
+    heartbeat task is supervised: cancelled (or crashed), it is restarted and the file stays
+    fresh; while it cannot beat, /readyz answers 503 naming it, and ready again once it can."""
+    async with running_gateway(make_settings()) as (app, client):
+        heartbeat = app.state.backend.heartbeat
+        heartbeat.interval = 0.05  # beat often: the test waits for a few beats
+        await asyncio.sleep(0.1)
+
+        def fresh() -> bool:
+            return time.time() - heartbeat.path.stat().st_mtime < 1.0
+
+        for _ in range(2):
+            heartbeat._task.cancel()  # as a stray cancellation, or a crash, would end it
+            await asyncio.sleep(0)
+            stamp = heartbeat.path.stat().st_mtime
+            await wait_until(lambda: heartbeat.path.stat().st_mtime > stamp)  # noqa: B023
+            assert fresh()
+        assert (await client.get("/readyz")).status_code == 200
+
+        heartbeat.path.unlink()  # a link to nowhere: touching it fails (FileNotFoundError)
+        heartbeat.path.symlink_to(heartbeat.path.parent / "no-such-directory" / "beat")
+        try:
+            await wait_until(lambda: heartbeat.problem() is not None)
+            ready = await client.get("/readyz")
+            assert ready.status_code == 503, ready.text
+            error = ready.json()["components"]["sandbox_backend"]["error"]
+            assert "heartbeat" in error and str(heartbeat.path) in error, error
+        finally:
+            heartbeat.path.unlink()
+        await wait_until(lambda: heartbeat.path.is_file() and fresh())
+        assert (await client.get("/readyz")).status_code == 200
+
+
+async def wait_until(condition, within: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        await asyncio.sleep(0.02)
