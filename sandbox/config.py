@@ -35,4 +35,6 @@ class SandboxConfig:
     create_rate: float = 20.0  # sandbox creations per second, across warm and cold starts
     create_concurrency: int = 4
     heartbeat_interval: float = 5.0
+    engine_timeout: float = 15.0  # seconds for a Docker engine request, and for a free thread
+    engine_threads: int = 16  # threads of the Docker backend's own for engine calls
     labels: dict[str, str] = field(default_factory=dict)

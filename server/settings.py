@@ -55,6 +55,11 @@ class Settings(BaseSettings):
     sandbox_log_size: str = Field("1m", description="a sandbox's output kept on the host (its "
                                   "newest part, for diagnostics); the rest is dropped")
     socket_root: Path = Path("/tmp/envscaler")
+    docker_timeout: float = Field(15.0, gt=0, description="seconds the Docker engine may take to "
+                                  "answer a request (and a call to get an engine thread) before "
+                                  "it counts as away: 503")
+    docker_threads: int = Field(16, ge=1, description="threads of the Docker backend for engine "
+                                "calls, apart from every other thread")
     pool_size: int = Field(8, ge=0)
     max_sandboxes: int = Field(1024, ge=1)
     sandbox_create_rate: float = Field(20.0, gt=0)
@@ -141,4 +146,5 @@ class Settings(BaseSettings):
             tmpfs_size=self.sandbox_tmpfs, log_size=self.sandbox_log_size,
             socket_root=self.socket_root, pool_size=self.pool_size,
             max_sandboxes=self.max_sandboxes, create_rate=self.sandbox_create_rate,
+            engine_timeout=self.docker_timeout, engine_threads=self.docker_threads,
             labels=labels or {})

@@ -1,6 +1,10 @@
 """Sandboxes as locked-down Docker containers (optionally under gVisor), via the Docker SDK.
 
-The SDK is synchronous, so every engine call runs in a worker thread and never blocks the loop.
+The SDK is synchronous, so every engine call runs in a worker thread and never blocks the loop:
+threads of this backend's own (``ENVSCALER_DOCKER_THREADS``), so that an engine that hangs (it
+accepts and never answers) holds only them, never the default executor other work shares. Every
+engine request is bounded (``ENVSCALER_DOCKER_TIMEOUT``, the SDK's 30 s otherwise), and so is
+the wait for a free thread: a hung engine answers requests with a clear 503 within that bound.
 The runtime's socket lives in a per-sandbox host directory bind-mounted at /run/envscaler, so a
 container can reach only its own socket and needs no network at all.
 """
@@ -9,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 import os
 import secrets
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import docker
 from docker.errors import APIError, DockerException, NotFound
@@ -50,6 +56,13 @@ DIAGNOSE_WAIT = 2.0
 # and requests' connection errors, which it lets through unwrapped.
 ENGINE_ERRORS = (DockerException, RequestException)
 
+T = TypeVar("T")
+
+
+class EngineBusy(DockerException):
+    """No engine thread became free within the timeout: each waits on an engine that does not
+    answer. A `DockerException`, so every handler of an engine that is away handles it."""
+
 
 class DockerBackend(SandboxBackend):
     name = "docker"
@@ -63,15 +76,31 @@ class DockerBackend(SandboxBackend):
         self._client: docker.DockerClient | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._unremoved: set[str] = set()  # containers to remove once the engine answers again
+        self._threads = ThreadPoolExecutor(config.engine_threads,
+                                           thread_name_prefix="envscaler-docker")
 
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
             try:
-                self._client = docker.from_env(timeout=30)
+                self._client = docker.from_env(timeout=self.config.engine_timeout)
             except DockerException as exc:
                 raise SandboxUnavailable(f"no Docker engine answers: {exc}; run scripts/bootstrap") from exc
         return self._client
+
+    async def _engine(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``call`` on an engine thread. A call that has not started within the engine
+        timeout (every thread is stuck on a hung engine) is dropped: `EngineBusy`. One that has
+        started is awaited: the client's own timeout ends it."""
+        job = self._threads.submit(call, *args, **kwargs)
+        result = asyncio.wrap_future(job)
+        try:
+            return await asyncio.wait_for(asyncio.shield(result), self.config.engine_timeout)
+        except TimeoutError:
+            if job.cancel():
+                raise EngineBusy(f"the Docker engine did not answer within "
+                                 f"{self.config.engine_timeout:g} s") from None
+            return await result
 
     async def start(self) -> None:
         self.heartbeat.start()
@@ -96,7 +125,7 @@ class DockerBackend(SandboxBackend):
     async def _retry_removals(self) -> None:
         for container_id in list(self._unremoved):
             try:
-                await asyncio.to_thread(self._remove, container_id)
+                await self._engine(self._remove, container_id)
             except ENGINE_ERRORS:
                 return  # still away: next time
             self._unremoved.discard(container_id)
@@ -132,7 +161,7 @@ class DockerBackend(SandboxBackend):
         # A worker thread cannot be cancelled: shielding it lets a cancelled create still learn
         # the id of the container the thread goes on to start, and remove it.
         starting = asyncio.ensure_future(
-            asyncio.to_thread(self._create_and_start, sandbox_id, directory, labels, role))
+            self._engine(self._create_and_start, sandbox_id, directory, labels, role))
         try:
             handle = SandboxHandle(id=await asyncio.shield(starting), socket_path=str(socket_path),
                                    backend=self.name, instance=self.instance)
@@ -167,7 +196,7 @@ class DockerBackend(SandboxBackend):
                 return self.client.api.logs(container_id, tail=20).decode(errors="replace")
             except ENGINE_ERRORS:
                 return ""
-        return await asyncio.to_thread(tail)
+        return await self._engine(tail)
 
     def _remove(self, container_id: str) -> None:
         try:
@@ -186,7 +215,7 @@ class DockerBackend(SandboxBackend):
 
     async def _remove_now_or_later(self, container_id: str) -> None:
         try:
-            await asyncio.to_thread(self._remove, container_id)
+            await self._engine(self._remove, container_id)
         except ENGINE_ERRORS as exc:
             self._unremoved.add(container_id)
             log.warning("removing sandbox %s failed (%s); will retry", container_id[:12], exc)
@@ -198,7 +227,7 @@ class DockerBackend(SandboxBackend):
         if session_id is not None:
             name += f"-{session_id}"
         try:
-            await asyncio.to_thread(self.client.api.rename, handle.id, name)
+            await self._engine(lambda: self.client.api.rename(handle.id, name))
         except ENGINE_ERRORS as exc:  # gone already, a name Docker refuses, no engine: cosmetic
             log.debug("renaming sandbox %s failed: %s", handle.id[:12], exc)
 
@@ -214,7 +243,7 @@ class DockerBackend(SandboxBackend):
                 return None
             except ENGINE_ERRORS as exc:
                 raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from exc
-        return await asyncio.to_thread(inspect)
+        return await self._engine(inspect)
 
     async def diagnose(self, handle: SandboxHandle) -> str:
         """Why the runtime died. The container (docker-init as PID 1) stops a moment after it."""
@@ -230,7 +259,7 @@ class DockerBackend(SandboxBackend):
             except ENGINE_ERRORS:
                 return {"EngineAway": True}
 
-        state = await asyncio.to_thread(settled_state)
+        state = await self._engine(settled_state)
         if state is None:
             return "container is gone"
         if state.get("EngineAway"):
@@ -244,7 +273,7 @@ class DockerBackend(SandboxBackend):
     async def _list(self, *label_filters: str) -> list[dict[str, Any]]:
         filters = {"label": [f"{MANAGED}=1", f"{SOCKET_ROOT}={self.config.socket_root}", *label_filters]}
         try:
-            return await asyncio.to_thread(self.client.api.containers, all=True, filters=filters)
+            return await self._engine(lambda: self.client.api.containers(all=True, filters=filters))
         except ENGINE_ERRORS as exc:
             raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from exc
 
@@ -293,7 +322,7 @@ class DockerBackend(SandboxBackend):
                 raise SandboxUnavailable(f"the socket root {directory} is not writable")
             return info
 
-        info = await asyncio.to_thread(probe)
+        info = await self._engine(probe)
         return {"backend": self.name, "isolation": self.isolation, "engine": info.get("Version"),
                 "image": self.config.image, "runtime": self.config.docker_runtime or "runc"}
 
@@ -307,6 +336,7 @@ class DockerBackend(SandboxBackend):
             log.warning("could not remove this instance's sandboxes: %s", exc)
         shutil.rmtree(self.config.socket_root / self.instance, ignore_errors=True)
         await self.heartbeat.stop()
+        self._threads.shutdown(wait=False, cancel_futures=True)
 
 
 def _log_config(log_size: str) -> dict[str, Any]:
@@ -330,5 +360,5 @@ def _command(role: str) -> list[str]:
 async def _result_or_none(task: asyncio.Future[str]) -> str | None:
     try:
         return await task
-    except (DockerException, OSError):  # requests' errors are OSErrors
-        return None
+    except Exception:  # noqa: BLE001 - no container: the engine failed (requests' errors are
+        return None  # OSErrors), or there was no client to ask (SandboxUnavailable)

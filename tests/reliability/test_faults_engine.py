@@ -1,0 +1,55 @@
+"""A Docker engine that hangs (accepts connections and never answers) must neither hold requests
+for the SDK's 30 s nor starve other work of threads. The engine here is a fake one, a Unix socket
+that accepts and never answers: the Docker engine of this machine is shared with other test runs
+and must not be paused. What is under test is the backend's own bounds on engine calls."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox.backends.docker import DockerBackend
+from sandbox.config import SandboxConfig
+from sandbox.errors import SandboxUnavailable
+from tests.conftest import TEST_LABELS, new_instance
+
+CALLS = 8  # more than the default executor's threads on this machine (CPUs + 4)
+
+
+@pytest.fixture
+def hung_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """DOCKER_HOST pointing at a socket whose connections are accepted and never answered."""
+    path = tmp_path / "docker.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(128)  # the kernel accepts (completes) connections up to the backlog
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    try:
+        yield path
+    finally:
+        listener.close()
+
+
+async def test_a_hung_engine_fails_requests_within_the_engine_timeout_and_starves_nothing(
+        hung_engine: Path, socket_root: Path) -> None:
+    config = SandboxConfig(backend="docker", image="envscaler-sandbox:absent",
+                           socket_root=socket_root, pool_size=0, labels=TEST_LABELS,
+                           engine_timeout=0.5, engine_threads=2)
+    backend = DockerBackend(config, new_instance())
+    try:
+        async with asyncio.timeout(20):  # the SDK's default would hold each for 30 s
+            creates = [asyncio.ensure_future(backend.create({})) for _ in range(CALLS)]
+            health = asyncio.ensure_future(backend.health())
+            # Meanwhile the default executor (what asyncio.to_thread uses) is free.
+            assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 5) == "free"
+            results = await asyncio.gather(*creates, health, return_exceptions=True)
+        for result in results:
+            assert isinstance(result, SandboxUnavailable), result
+            assert "Docker engine" in str(result) or "did not answer" in str(result), result
+        assert not list((socket_root / backend.instance).glob("*")), "socket dirs left behind"
+    finally:
+        backend._threads.shutdown(wait=False, cancel_futures=True)
