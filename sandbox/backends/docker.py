@@ -336,7 +336,6 @@ class DockerBackend(SandboxBackend):
             log.warning("could not remove this instance's sandboxes: %s", exc)
         shutil.rmtree(self.config.socket_root / self.instance, ignore_errors=True)
         await self.heartbeat.stop()
-        self._threads.shutdown(wait=False, cancel_futures=True)
 
 
 def _log_config(log_size: str) -> dict[str, Any]:
