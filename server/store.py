@@ -38,7 +38,9 @@ Keys
 
   ``replay`` is true when re-executing the entry on a fresh sandbox reproduces its effect (the call
   ran: a result, a ``ToolException`` or a ``ResultTooLarge``); false when nothing ran or the outcome
-  was not the tool's (``ArgumentError``, ``Timeout``, ``SandboxCrashed``). Reset markers::
+  was not the tool's (``ArgumentError``, ``Timeout``, ``SandboxCrashed``), and for a call found
+  to end its runtime, while it ran or just after it answered (``ended_runtime`` true, set when a
+  rebuild finds it: see `server.sessions.sandboxes`). Reset markers::
 
     {"kind": "reset", "index", "epoch", "scenario", "seed", "time"[, "init_config"]}
 
@@ -263,6 +265,18 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 """
 
+# KEYS: lock, session, calls; ARGV: token, index, the entry as marked. A recorded call found to
+# end its runtime (`SessionSandboxes.find_killer`) no longer counts as executed; idempotent (a
+# retry finds the entry marked already).
+MARK_ENDED = """
+if redis.call('LINDEX', KEYS[3], ARGV[2]) == ARGV[3] then return 2 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+redis.call('LSET', KEYS[3], ARGV[2], ARGV[3])
+redis.call('HINCRBY', KEYS[2], 'executed', -1)
+return 1
+"""
+
 # KEYS: session; ARGV: field/value pairs. Writes only to a record that exists: a record that
 # vanished under a request (expired while its lock was stalled, Redis restarted without
 # persistence) must never come back as a partial hash.
@@ -313,6 +327,7 @@ class SessionStore:
         self._commit = redis.register_script(COMMIT)
         self._update = redis.register_script(UPDATE)
         self._settle = redis.register_script(SETTLE)
+        self._mark_ended = redis.register_script(MARK_ENDED)
         self._lock_and_load = redis.register_script(LOCK_AND_LOAD)
 
     async def _hot(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
@@ -466,6 +481,19 @@ class SessionStore:
         if done and release:
             lock.drop()
         return done
+
+    async def mark_ended(self, record: Record, lock: SessionLock, entry: dict[str, Any]) -> bool:
+        """Record that ``entry``'s call ended its runtime: ``replay`` false (its effects died
+        with the runtime; a rebuild goes on without it), ``ended_runtime`` true, one call fewer
+        executed. False (nothing written) when the lock or the record is gone."""
+        marked = {**entry, "replay": False, "ended_runtime": True}
+        done = await self._mark_ended(
+            keys=[lock.name, session_key(record.id), calls_key(record.id)],
+            args=[lock.local.token, entry["index"], dumps(marked)])
+        if done:
+            record.executed -= 1
+            entry.update(marked)
+        return bool(done)
 
     async def set_sandbox(self, record: Record, handle: dict[str, str] | None) -> None:
         record.sandbox = handle

@@ -1,8 +1,21 @@
 """The live sandboxes this process holds, and getting one into the state its record describes:
-attach and ping, or claim, load and replay."""
+attach and ping, or claim, load and replay.
+
+A recorded call may end its runtime: while it runs (``os._exit``, a fatal signal), which is
+recorded as ``SandboxCrashed`` and never replayed, or just after it answered (a signal to PID 1,
+a thread that exits), which is recorded as the answer it gave. Replaying such a call kills every
+rebuilt runtime again, so when a runtime dies under a rebuild (during the replay, or under the
+first call after it) the call that ended it is found (`SessionSandboxes.find_killer`): fresh
+runtimes replay ever shorter prefixes of the trajectory and are given ``ENDED_GRACE`` to die by
+themselves. That call is then marked ``ended_runtime`` (its answer stays what the agent saw; its
+effects died with its runtime, as a crashed call's do), and the session goes on without it.
+A death that no replay reproduces came from outside (an operator, the OOM killer): a retryable
+503, as before.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +50,17 @@ ATTACH_PING_TIMEOUT = 2.0
 # running a call and recording it while another gateway held the same sandbox). The sandbox is
 # dropped and the session rebuilt by replay.
 STALE_SANDBOX = {"NotLoaded", "Diverged"}
+ENDED_GRACE = 0.2  # seconds a runtime is given to die by itself after a replay (find_killer)
+MAX_ENDED = 3  # calls found to end the runtime in one rebuild before it gives up (503)
+
+
+class ReplayDied(Exception):
+    """The runtime died replaying ``entries[position]``."""
+
+    def __init__(self, position: int, cause: SandboxGone) -> None:
+        super().__init__(str(cause))
+        self.position = position
+        self.cause = cause
 
 
 class SessionSandboxes:
@@ -256,19 +280,27 @@ class SessionSandboxes:
         With ``persist=False`` (reads of expired or closed sessions) the record is left alone and
         the caller destroys the sandbox afterwards.
         """
-        env = self.catalogue.env(record.env)
         started = time.perf_counter()
-        sandbox = await self.claim_loaded(record.id, env, record.init_config, record.seed,
-                                          custom=record.scenario is None, held=(lock, record))
-        try:
-            await self.locks.renew(lock, record)
+        for _ in range(MAX_ENDED + 1):
             entries = await self.store.entries(record.id, record.epoch_start)
-            replayed = await self._replay(record, sandbox, entries, lock)
-            if persist:
-                await self.store.set_sandbox(record, sandbox.handle.to_dict())
-        except BaseException:
-            await self.destroy_quietly(sandbox)
-            raise
+            sandbox = await self._claim_for(record, lock)
+            try:
+                replayed = await self._replay(record, sandbox, entries, lock)
+                if persist:
+                    await self.store.set_sandbox(record, sandbox.handle.to_dict())
+                break
+            except ReplayDied as died:
+                await self.destroy_quietly(sandbox)
+                if not await self._end_killer(record, lock, entries[:died.position + 1]):
+                    raise backend_unavailable(
+                        f"the sandbox died replaying call {entries[died.position]['index']}: "
+                        f"{died.cause}") from died.cause
+            except BaseException:
+                await self.destroy_quietly(sandbox)
+                raise
+        else:
+            raise backend_unavailable(f"session {record.id} could not be rebuilt: more than "
+                                      f"{MAX_ENDED} of its calls ended their runtime")
         if persist:
             self.adopt(record.id, sandbox)
         self.metrics.session_rebuilds.inc()
@@ -283,12 +315,77 @@ class SessionSandboxes:
         )
         return sandbox
 
+    async def _claim_for(self, record: Record, lock: SessionLock) -> Sandbox:
+        """A sandbox loaded with the start of the record's epoch, the lock renewed."""
+        env = self.catalogue.env(record.env)
+        sandbox = await self.claim_loaded(record.id, env, record.init_config, record.seed,
+                                          custom=record.scenario is None, held=(lock, record))
+        try:
+            await self.locks.renew(lock, record)
+        except BaseException:
+            await self.destroy_quietly(sandbox)
+            raise
+        return sandbox
+
+    async def ended_by_replay(self, record: Record, lock: SessionLock) -> bool:
+        """A rebuilt runtime died under the first request after its replay: whether a recorded
+        call ended it (found and marked: rebuild and try again), else the request did."""
+        entries = await self.store.entries(record.id, record.epoch_start)
+        return await self._end_killer(record, lock, entries)
+
+    async def _end_killer(self, record: Record, lock: SessionLock,
+                          entries: list[dict[str, Any]]) -> bool:
+        """Find which of ``entries`` ends its runtime and mark it; False when none does."""
+        killer = await self.find_killer(record, lock, entries)
+        if killer is None:
+            return False
+        log.warning("a recorded call ends its runtime session=%s index=%s tool=%s; the session "
+                    "goes on without its effects", record.id, killer["index"], killer["name"])
+        if not await self.store.mark_ended(record, lock, killer):
+            raise self.unrestorable(record)
+        return True
+
+    async def find_killer(self, record: Record, lock: SessionLock,
+                          entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The first replayed call of ``entries`` after which (while it runs, or within
+        ``ENDED_GRACE`` of its answer) a fresh runtime dies by itself; None when replaying them
+        all leaves it alive. A binary search: a prefix that kills its runtime stays deadly when
+        it grows."""
+        calls = [e for e in entries if e.get("kind") != "reset" and e.get("replay")]
+        if not calls or not await self._dies_after(record, lock, calls):
+            return None
+        low, high = 0, len(calls) - 1
+        while low < high:
+            middle = (low + high) // 2
+            if await self._dies_after(record, lock, calls[:middle + 1]):
+                high = middle
+            else:
+                low = middle + 1
+        return calls[low]
+
+    async def _dies_after(self, record: Record, lock: SessionLock,
+                          calls: list[dict[str, Any]]) -> bool:
+        sandbox = await self._claim_for(record, lock)
+        try:
+            await self._replay(record, sandbox, calls, lock)
+            await asyncio.sleep(ENDED_GRACE)
+            await sandbox.ping(timeout=ATTACH_PING_TIMEOUT)
+        except ReplayDied:
+            return True
+        except SandboxError:  # the ping: gone, or no answer
+            return True
+        finally:
+            await self.destroy_quietly(sandbox)
+        return False
+
     async def _replay(
         self, record: Record, sandbox: Sandbox, entries: list[dict[str, Any]], lock: SessionLock
     ) -> int:
+        """Replay ``entries`` (those that ran) on ``sandbox``: the count. `ReplayDied` when
+        the runtime dies under one."""
         renewed = time.monotonic()
         count = 0
-        for entry in entries:
+        for position, entry in enumerate(entries):
             if entry.get("kind") == "reset" or not entry.get("replay"):
                 continue
             if time.monotonic() - renewed > self.locks.lease / 3:
@@ -313,9 +410,7 @@ class SessionSandboxes:
                 ) from exc
             except SandboxGone as exc:
                 self.metrics.sandbox_failed("crash")
-                raise backend_unavailable(
-                    f"the sandbox died replaying call {entry['index']}: {exc}"
-                ) from exc
+                raise ReplayDied(position, exc) from exc
             count += 1
             recorded = (
                 {"ok": entry.get("ok"), "result": entry.get("result")}
@@ -375,7 +470,7 @@ class SessionSandboxes:
     ) -> T:
         """Run ``op`` on the session's sandbox; on a non-active session on a temporary one."""
         active = record.status == "active"
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             sandbox = (
                 await self.sandbox(record, lock)
                 if active
@@ -391,13 +486,13 @@ class SessionSandboxes:
                     raise
                 self.stale(record, sandbox, exc)
                 await self.drop(record)
-                if attempt == 2:
+                if attempt >= 2:
                     raise self.unrestorable(record) from exc
             except SandboxGone as exc:
                 self.metrics.sandbox_failed("crash")
                 self.held.pop(record.id, None)
                 record.sandbox = None
-                if attempt == 2:
+                if attempt == 3 or (attempt == 2 and not await self.ended_by_replay(record, lock)):
                     raise backend_unavailable(f"the session's sandbox died twice: {exc}") from exc
             except CallTimeout as exc:
                 self.metrics.sandbox_failed("timeout")

@@ -362,7 +362,7 @@ class SessionService:
             "name": name,
             "arguments": arguments,
         }
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             sandbox = await self.sandboxes.sandbox(record, lock)
             started = time.perf_counter()
             try:
@@ -385,7 +385,7 @@ class SessionService:
                 if exc.kind in STALE_SANDBOX:
                     self.sandboxes.stale(record, sandbox, exc)
                     await self.sandboxes.drop(record)
-                    if attempt == 1:
+                    if attempt < 3:
                         continue
                     raise self.sandboxes.unrestorable(record) from exc
                 log.error("runtime error session=%s tool=%s error=%s", record.id, name, exc)
@@ -418,12 +418,17 @@ class SessionService:
                     attempt,
                     exc,
                 )
-                if attempt == 2:
+                # On a rebuilt sandbox: the call ended it, unless a recorded call ended it just
+                # after its replay (found, marked, and the call runs once more on a rebuild).
+                if attempt == 3 or (
+                    attempt == 2 and not await self.sandboxes.ended_by_replay(record, lock)
+                ):
                     entry.update(
                         ok=False,
                         error={"type": "SandboxCrashed", "message": str(exc)},
                         replay=False,
                     )
+                    break
         entry.update(time=now, duration_ms=round((time.perf_counter() - started) * 1e3, 3))
         return entry
 

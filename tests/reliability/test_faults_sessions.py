@@ -76,3 +76,37 @@ async def test_a_call_id_reused_after_a_reset_runs_in_the_new_epoch(make_setting
         assert [e.get("name") or e["kind"] for e in trajectory] == [
             "increment", "reset", "increment"]
         audit_trajectory(trajectory)  # contiguous; no call_id twice within one epoch
+
+
+async def test_a_call_that_ends_its_runtime_after_answering_does_not_poison_the_session(
+        make_settings, redis_client) -> None:
+    """``note_then_exit`` answers, then its runtime exits. Replayed, it would kill every rebuilt
+    runtime again (each later call crashed, or 503 until a reset). The rebuild finds the call that
+    ends the runtime, marks it ``ended_runtime`` (its effects died with its runtime, as a crashed
+    call's do: the session goes on from the state before it), and every later request, and every
+    later rebuild, succeeds."""
+    settings = make_settings(pool_size=2)
+    async with running_gateway(settings) as (_, client):
+        session_id = await new_session(client, "self_destruct")
+        assert (await call(client, session_id, "note", {"text": "a"}))["result"]["data"] == 1
+        doomed = await call(client, session_id, "note_then_exit", {"text": "b"})
+        assert doomed["ok"] is True and doomed["result"]["data"] == 2  # the answer it gave
+        assert (await state(client, session_id))["log"] == ["a"]  # b died with its runtime
+        second = await call(client, session_id, "note_then_exit", {"text": "b2"})
+        assert second["ok"] is True and second["result"]["data"] == 2
+        after = await call(client, session_id, "note", {"text": "c"})
+        assert after["ok"] is True and after["result"]["data"] == 2, after  # [a, c]
+
+        kill_sandbox(sandbox_handle(redis_client, session_id), settings.socket_root)
+        again = await call(client, session_id, "note", {"text": "d"})  # a plain rebuild
+        assert again["result"]["data"] == 3
+        assert (await state(client, session_id))["log"] == ["a", "c", "d"]
+        trajectory = await entries(client, session_id)
+        assert [(e["name"], e["ok"], e["replay"], e.get("ended_runtime", False))
+                for e in trajectory] == [("note", True, True, False),
+                                         ("note_then_exit", True, False, True),
+                                         ("note_then_exit", True, False, True),
+                                         ("note", True, True, False),
+                                         ("note", True, True, False)]
+        assert trajectory[1]["result"] == doomed["result"]
+        assert redis_client.hget(f"envscaler:session:{session_id}", "executed") == "3"
