@@ -269,26 +269,27 @@ class SessionService:
                       "result_size": str(record.result_size)}
             if record.sandbox is None:
                 fields["sandbox"] = ""  # it died during the call; the next request rebuilds
-            refusal: RedisError | None = None
             try:
                 committed = await self.store.commit(
                     record, held.lock, entry, fields=fields, release=True
                 )
             except BaseException as exc:
-                committed = False
-                if not isinstance(exc, RedisError):
-                    await self.sandboxes.drop(record)
-                    raise
-                refusal = exc
-            if not committed:
-                # The sandbox ran a call that the trajectory does not have, so it no longer matches
+                # The sandbox ran a call that the trajectory may lack, so it may no longer match
                 # the record: kill it; the next request rebuilds from the trajectory.
                 await self.sandboxes.drop(record)
-                if refusal is not None and redis_full(refusal):
-                    raise redis_failed(refusal)
+                if not isinstance(exc, RedisError):
+                    raise
+                if redis_full(exc):
+                    raise redis_failed(exc) from exc
                 raise backend_unavailable(
-                    "the call could not be recorded (Redis unavailable, or the session "
-                    "lock's lease ran out, or its record expired); its effects were discarded"
+                    f"Redis did not confirm whether the call was recorded ({exc}); retry it with "
+                    "the same call_id: a recorded call answers its result, one that was not runs"
+                ) from exc
+            if not committed:
+                await self.sandboxes.drop(record)
+                raise backend_unavailable(
+                    "the call could not be recorded (the session lock's lease ran out, or its "
+                    "record expired); its effects were discarded"
                 )
         elapsed = time.perf_counter() - started
         self.metrics.tool_call(env.id, name, elapsed)
