@@ -296,7 +296,9 @@ class TrajectoryEntry(BaseModel):
     ok: bool | None = None
     result: Any = None
     error: ToolError | None = None
-    replay: bool | None = Field(None, description="Re-executed when the session is rebuilt")
+    replay: bool | None = Field(None, description="Re-executed when the session is rebuilt; "
+                                "false for a call found to end its runtime, which then carries "
+                                "`ended_runtime: true` (its effects died with its runtime)")
     scenario: str | None = Field(None, description="Reset markers: the new epoch's scenario")
     seed: int | None = Field(None, description="Reset markers: the new epoch's seed")
     time: float
