@@ -91,7 +91,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.lock import Lock
 from redis.commands.core import AsyncScript
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from sandbox import jsoncodec
 from server.redis_scripts import ScriptClient
@@ -474,7 +475,7 @@ class SessionStore:
         ]
         try:
             done = bool(await self._hot(self._commit, keys, args))
-        except RedisError:
+        except (RedisConnectionError, RedisTimeoutError):  # no answer: it may have been applied
             done = bool(await self._settle(keys=[lock.name, session_key(record.id)], args=[token]))
             lock.drop()  # applied: released with it; not applied: deleted by the settling
             return done
