@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 import os
 import secrets
 import shutil
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
