@@ -47,7 +47,9 @@ RETRIES = 3
 BACKOFF_BASE = 0.01
 BACKOFF_CAP = 0.5
 TIMER_SLACK = 0.001  # the event loop's timers have a resolution of a millisecond
-IDLE_CONNECTIONS = 64  # kept open between commands; beyond, a connection is closed after use
+# Connections kept open between commands (about one per request in flight); beyond, one is
+# closed after its command, so that a burst does not leave sockets open for ever.
+IDLE_CONNECTIONS = 256
 
 
 class Script(Protocol):
