@@ -88,19 +88,22 @@ class DockerBackend(SandboxBackend):
                 raise SandboxUnavailable(f"no Docker engine answers: {exc}; run scripts/bootstrap") from exc
         return self._client
 
-    async def _engine(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``call`` on an engine thread. A call that has not started within the engine
-        timeout (every thread is stuck on a hung engine) is dropped: `EngineBusy`. One that has
-        started is awaited: the client's own timeout ends it."""
-        job = self._threads.submit(call, *args, **kwargs)
+    async def _engine(self, call: Callable[..., T], *args: Any, abandon: bool = True) -> T:
+        """``call`` on an engine thread, waited for at most the engine timeout: then
+        `EngineBusy`, and the call is dropped if it has not started (every thread is stuck on a
+        hung engine), else left to the client's own timeout, its outcome ignored. Without
+        ``abandon`` a call that started is awaited to its end (a create, whose container must be
+        known to be removed)."""
+        job = self._threads.submit(call, *args)
         result = asyncio.wrap_future(job)
         try:
             return await asyncio.wait_for(asyncio.shield(result), self.config.engine_timeout)
         except TimeoutError:
-            if job.cancel():
-                raise EngineBusy(f"the Docker engine did not answer within "
-                                 f"{self.config.engine_timeout:g} s") from None
-            return await result
+            if not (job.cancel() or abandon):
+                return await result
+            result.add_done_callback(_ignore_outcome)
+            raise EngineBusy(f"the Docker engine did not answer within "
+                             f"{self.config.engine_timeout:g} s") from None
 
     async def start(self) -> None:
         self.heartbeat.start()
@@ -161,7 +164,8 @@ class DockerBackend(SandboxBackend):
         # A worker thread cannot be cancelled: shielding it lets a cancelled create still learn
         # the id of the container the thread goes on to start, and remove it.
         starting = asyncio.ensure_future(
-            self._engine(self._create_and_start, sandbox_id, directory, labels, role))
+            self._engine(lambda: self._create_and_start(sandbox_id, directory, labels, role),
+                         abandon=False))
         try:
             handle = SandboxHandle(id=await asyncio.shield(starting), socket_path=str(socket_path),
                                    backend=self.name, instance=self.instance)
@@ -196,7 +200,10 @@ class DockerBackend(SandboxBackend):
                 return self.client.api.logs(container_id, tail=20).decode(errors="replace")
             except ENGINE_ERRORS:
                 return ""
-        return await self._engine(tail)
+        try:
+            return await self._engine(tail)
+        except EngineBusy:
+            return ""
 
     def _remove(self, container_id: str) -> None:
         try:
@@ -216,7 +223,7 @@ class DockerBackend(SandboxBackend):
     async def _remove_now_or_later(self, container_id: str) -> None:
         try:
             await self._engine(self._remove, container_id)
-        except ENGINE_ERRORS as exc:
+        except (*ENGINE_ERRORS, SandboxUnavailable) as exc:  # no engine, or no client of it
             self._unremoved.add(container_id)
             log.warning("removing sandbox %s failed (%s); will retry", container_id[:12], exc)
 
@@ -243,7 +250,10 @@ class DockerBackend(SandboxBackend):
                 return None
             except ENGINE_ERRORS as exc:
                 raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from exc
-        return await self._engine(inspect)
+        try:
+            return await self._engine(inspect)
+        except EngineBusy as exc:
+            raise SandboxUnavailable(str(exc)) from exc
 
     async def diagnose(self, handle: SandboxHandle) -> str:
         """Why the runtime died. The container (docker-init as PID 1) stops a moment after it."""
@@ -259,7 +269,10 @@ class DockerBackend(SandboxBackend):
             except ENGINE_ERRORS:
                 return {"EngineAway": True}
 
-        state = await self._engine(settled_state)
+        try:
+            state = await self._engine(settled_state)
+        except EngineBusy:
+            state = {"EngineAway": True}
         if state is None:
             return "container is gone"
         if state.get("EngineAway"):
@@ -322,7 +335,10 @@ class DockerBackend(SandboxBackend):
                 raise SandboxUnavailable(f"the socket root {directory} is not writable")
             return info
 
-        info = await self._engine(probe)
+        try:
+            info = await self._engine(probe)
+        except EngineBusy as exc:
+            raise SandboxUnavailable(str(exc)) from exc
         return {"backend": self.name, "isolation": self.isolation, "engine": info.get("Version"),
                 "image": self.config.image, "runtime": self.config.docker_runtime or "runc"}
 
@@ -354,6 +370,12 @@ def _command(role: str) -> list[str]:
     if role == RUNTIME:
         command += ["--control", f"{SOCKET_IN_CONTAINER}/{CONTROL_NAME}"]
     return command
+
+
+def _ignore_outcome(future: asyncio.Future[Any]) -> None:
+    """Retrieve the outcome of an engine call given up on, so that none is logged as lost."""
+    if not future.cancelled():
+        future.exception()
 
 
 async def _result_or_none(task: asyncio.Future[str]) -> str | None:

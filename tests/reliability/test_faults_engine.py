@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.backends.base import SandboxHandle
 from sandbox.backends.docker import DockerBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxUnavailable
@@ -47,9 +48,17 @@ async def test_a_hung_engine_fails_requests_within_the_engine_timeout_and_starve
             # Meanwhile the default executor (what asyncio.to_thread uses) is free.
             assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 5) == "free"
             results = await asyncio.gather(*creates, health, return_exceptions=True)
-        for result in results:
-            assert isinstance(result, SandboxUnavailable), result
-            assert "Docker engine" in str(result) or "did not answer" in str(result), result
+            for result in results:
+                assert isinstance(result, SandboxUnavailable), result
+                assert "Docker engine" in str(result) or "did not answer" in str(result), result
+            # What a request's clean-up asks of the engine: answered, and left for later.
+            handle = SandboxHandle(id="c0ffee", socket_path=str(socket_root / "x" / "runtime.sock"),
+                                   backend="docker", instance=backend.instance)
+            await backend.destroy(handle)
+            assert "c0ffee" in backend._unremoved
+            assert await backend.diagnose(handle) == "the Docker engine does not answer"
+            with pytest.raises(SandboxUnavailable):
+                await backend.is_running(handle)
         assert not list((socket_root / backend.instance).glob("*")), "socket dirs left behind"
     finally:
         backend._threads.shutdown(wait=False, cancel_futures=True)
