@@ -121,6 +121,11 @@ def dumps(value: Any) -> str:
     return jsoncodec.dumps(value)
 
 
+def _utf8_bytes(text: str) -> int:
+    """What a text takes in Redis (the ``size`` of a session's entries)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 class _DecodedOnRead:
     """A dataclass field holding a JSON object that may be given as its text, decoded on first
     read. A tool call reads the whole record but never its ``init_config`` (a few KB), and decoding
@@ -266,7 +271,8 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 """
 
-# KEYS: lock, session, calls; ARGV: token, index, the entry as marked. A recorded call found to
+# KEYS: lock, session, calls; ARGV: token, index, the entry as marked, the change of its size
+# (bytes). A recorded call found to
 # end its runtime (`SessionSandboxes.find_killer`) no longer counts as executed; idempotent (a
 # retry finds the entry marked already).
 MARK_ENDED = """
@@ -275,6 +281,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 redis.call('LSET', KEYS[3], ARGV[2], ARGV[3])
 redis.call('HINCRBY', KEYS[2], 'executed', -1)
+redis.call('HINCRBY', KEYS[2], 'size', ARGV[4])
 return 1
 """
 
@@ -451,7 +458,7 @@ class SessionStore:
         encoded = dumps(entry) if entry is not None else ""
         if entry is not None:
             record.length += 1
-            record.size += len(encoded.encode("utf-8", "surrogatepass"))
+            record.size += _utf8_bytes(encoded)
             changed["length"] = str(record.length)
             changed["size"] = str(record.size)
         args: list[Any] = [
@@ -488,11 +495,14 @@ class SessionStore:
         with the runtime; a rebuild goes on without it), ``ended_runtime`` true, one call fewer
         executed. False (nothing written) when the lock or the record is gone."""
         marked = {**entry, "replay": False, "ended_runtime": True}
+        encoded = dumps(marked)
+        growth = _utf8_bytes(encoded) - _utf8_bytes(dumps(entry))
         done = await self._mark_ended(
             keys=[lock.name, session_key(record.id), calls_key(record.id)],
-            args=[lock.local.token, entry["index"], dumps(marked)])
+            args=[lock.local.token, entry["index"], encoded, growth])
         if done:
             record.executed -= 1
+            record.size += growth
             entry.update(marked)
         return bool(done)
 
