@@ -20,7 +20,7 @@ async def _container(app, session_id: str) -> str:
 
 
 async def _recycled(app, count: int) -> None:
-    for _ in range(200):
+    for _ in range(1200):  # a minute: a recycle on a loaded machine can take seconds
         if app.state.pool.stats().recycled >= count:
             return
         await asyncio.sleep(0.05)
