@@ -64,7 +64,7 @@ class Gateway:
 
     def start(self) -> Gateway:
         self.redis.start()
-        self.socket_root.mkdir(mode=0o777, exist_ok=True)
+        self.socket_root.mkdir(mode=0o700, exist_ok=True)
         o = self.options
         env = {**os.environ, "ENVSCALER_REDIS_URL": self.redis.url,
                "ENVSCALER_SANDBOX_IMAGE": self.image, "ENVSCALER_SANDBOX_BACKEND": "docker",

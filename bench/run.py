@@ -209,7 +209,7 @@ class Run:
         label = f"{BENCH_LABEL}={self.run_id}"
         inproc = baseline.in_process(image, env, probe_, self.config.baseline_calls, label)
         root = Path(f"/tmp/esb-{secrets.token_hex(4)}")
-        root.mkdir(mode=0o777)
+        root.mkdir(mode=0o700)  # the service's alone: a socket root others may write is refused
         try:
             runtime = _run_async(baseline.runtime_round_trip(
                 image, env, probe_, self.config.runtime_calls, root, {BENCH_LABEL: self.run_id}))

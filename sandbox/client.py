@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
+import secrets
 from collections.abc import Callable
 from typing import Any
 
 from sandbox import jsoncodec
-from sandbox.errors import RuntimeFault, SandboxGone
+from sandbox.errors import RuntimeFault, SandboxCounterfeit, SandboxGone
 from sandbox.runtime import protocol
+
+
+HELLO_REPLY_BYTES = 4096
 
 
 class ReplyTooLarge(Exception):
@@ -20,10 +25,14 @@ class RuntimeClient:
 
     A deadline is the caller's business (``asyncio.timeout``): a request cut off half-way
     leaves the connection unusable, so it is dropped and the next request reconnects.
+
+    With a ``secret``, every new connection first asks the peer to prove it holds that secret
+    (``hello``), and nothing else is sent to a peer that cannot: ``SandboxCounterfeit``.
     """
 
-    def __init__(self, socket_path: str) -> None:
+    def __init__(self, socket_path: str, secret: bytes | None) -> None:
         self.socket_path = socket_path
+        self.secret = secret
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
@@ -34,6 +43,9 @@ class RuntimeClient:
         async with self._lock:
             try:
                 reply = await self._exchange(message, max_reply_bytes)
+            except SandboxCounterfeit:
+                self.close()
+                raise
             except (OSError, EOFError, asyncio.IncompleteReadError, protocol.ProtocolError) as exc:
                 self.close()
                 raise SandboxGone(f"sandbox runtime at {self.socket_path} stopped answering: {exc!r}") from exc
@@ -53,7 +65,28 @@ class RuntimeClient:
         if self._writer is None:
             self._reader, self._writer = await asyncio.open_unix_connection(
                 self.socket_path, limit=protocol.MAX_MESSAGE_BYTES)
-        assert self._reader is not None
+            if self.secret is not None:
+                await self._hello(self.secret)
+        return await self._send(message, max_reply_bytes)
+
+    async def _hello(self, secret: bytes) -> None:
+        """Have the peer prove that it holds the sandbox's secret before it sees anything."""
+        nonce = secrets.token_hex(16)
+        try:
+            reply = await self._send({"op": "hello", "nonce": nonce}, HELLO_REPLY_BYTES)
+        except (ReplyTooLarge, protocol.ProtocolError) as exc:
+            raise SandboxCounterfeit(f"the peer on {self.socket_path} answered hello with "
+                                     f"garbage: {exc}") from None
+        result = reply.get("result") if reply.get("ok") else None
+        proof = result.get("proof") if isinstance(result, dict) else None
+        if not (isinstance(proof, str)
+                and hmac.compare_digest(proof, protocol.prove(secret, nonce))):
+            raise SandboxCounterfeit(f"the peer on {self.socket_path} is not the sandbox it "
+                                     "should be (it cannot prove the sandbox's secret)")
+
+    async def _send(self, message: dict[str, Any],
+                    max_reply_bytes: int | None) -> dict[str, Any]:
+        assert self._reader is not None and self._writer is not None
         self._writer.write(protocol.frame(jsoncodec.dump_bytes(message)))
         await self._writer.drain()
         header = await self._reader.readexactly(protocol.HEADER.size)
@@ -73,8 +106,8 @@ class RuntimeClient:
         self._reader = self._writer = None
 
 
-async def wait_for_runtime(socket_path: str, timeout: float, exited: Callable[[], str | None],
-                           poll: float = 0.005) -> None:
+async def wait_for_runtime(socket_path: str, secret: bytes, timeout: float,
+                           exited: Callable[[], str | None], poll: float = 0.005) -> None:
     """Return once the runtime at ``socket_path`` answers ``ping``.
 
     The socket file appears before the runtime listens, so refused connections are retried.
@@ -83,7 +116,7 @@ async def wait_for_runtime(socket_path: str, timeout: float, exited: Callable[[]
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    client = RuntimeClient(socket_path)
+    client = RuntimeClient(socket_path, secret)
     try:
         while (remaining := deadline - loop.time()) > 0:
             if (reason := exited()) is not None:

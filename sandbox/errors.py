@@ -23,6 +23,12 @@ class SandboxGone(SandboxError):
     """The sandbox died or its socket stopped answering; its state is lost."""
 
 
+class SandboxCounterfeit(SandboxGone):
+    """The peer on a sandbox's socket could not prove the sandbox's secret: it is not the sandbox
+    this service created (a forged handle, a swapped socket). Nothing was sent to it; the
+    sandbox is treated as lost."""
+
+
 class CallTimeout(SandboxError):
     """A request exceeded its deadline. The sandbox has been destroyed, since its state is unknown."""
 

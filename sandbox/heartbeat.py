@@ -19,13 +19,14 @@ import time
 from pathlib import Path
 
 from sandbox.errors import SandboxUnavailable
+from sandbox.socketroot import HEARTBEATS
 
 log = logging.getLogger("envscaler.sandbox.heartbeat")
 
 
 class Heartbeat:
     def __init__(self, socket_root: Path, instance: str, interval: float) -> None:
-        self.directory = socket_root / "instances"
+        self.directory = socket_root / HEARTBEATS
         self.path = self.directory / instance
         self.interval = interval
         self._task: asyncio.Task[None] | None = None

@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox.backends.base import CONTROL_NAME, SandboxBackend, SandboxHandle
@@ -44,7 +43,8 @@ class Sandbox:
         """``owner``: the pool that created (or adopted) this sandbox and counts it."""
         self.handle = handle
         self.backend = backend
-        self.client = RuntimeClient(handle.socket_path)
+        # Paths and secret from the handle's names, under the backend's own root: a handle is data
+        self.client = RuntimeClient(backend.socket_path(handle), backend.secret(handle))
         self.destroyed = False
         self.owner = owner
         self.idle_since = time.monotonic()  # when it was made or last went back to its pool
@@ -136,7 +136,8 @@ class Sandbox:
         """Have the container's keeper restart the runtime in place (``runtime/keeper.py``), then
         check that a fresh, empty runtime answers. Raises ``SandboxError`` when it does not."""
         self.client.close()
-        control = RuntimeClient(str(Path(self.handle.socket_path).with_name(CONTROL_NAME)))
+        control = RuntimeClient(str(self.backend.directory(self.handle) / CONTROL_NAME),
+                                self.backend.secret(self.handle))
         try:
             async with asyncio.timeout(timeout):
                 fresh = await control.request({"op": "recycle",

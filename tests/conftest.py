@@ -90,7 +90,7 @@ def redis_url(redis_server: EmbeddedRedis) -> str:
 
 @pytest.fixture(scope="session")
 def socket_root() -> Iterator[Path]:
-    SOCKET_ROOT.mkdir(mode=0o777, exist_ok=True)
+    SOCKET_ROOT.mkdir(mode=0o700, exist_ok=True)  # the service's alone (socketroot.claim)
     yield SOCKET_ROOT
     shutil.rmtree(SOCKET_ROOT, ignore_errors=True)
 

@@ -37,7 +37,9 @@ def serve(
     """Run the gateway on the catalogue."""
     import uvicorn
 
+    from sandbox import socketroot
     from sandbox.config import parse_size
+    from sandbox.socketroot import UnsafeSocketRoot
     from server.embedded_redis import EmbeddedRedis, EmbeddedRedisError
     from server.http import server_options
     from server.settings import Settings
@@ -53,6 +55,11 @@ def serve(
             raise typer.Exit(2)
         console.print("[yellow]no ENVSCALER_API_KEYS configured: serving on loopback only, without "
                       "authentication[/yellow]")
+    try:  # before anything starts: every worker would refuse it the same way
+        socketroot.claim(settings.socket_root)
+    except UnsafeSocketRoot as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
     if settings.sandbox_backend == "docker" and settings.sandbox_image is None:
         os.environ["ENVSCALER_SANDBOX_IMAGE"] = _sandbox_image(settings.sandbox_base_image)
     redis_server = None

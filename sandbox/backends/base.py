@@ -8,54 +8,83 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox import socketroot
 from sandbox.errors import SandboxUnavailable
 
 SOCKET_NAME = "runtime.sock"
 CONTROL_NAME = "control.sock"  # the keeper's, beside the runtime's (containers only)
+SECRET_NAME = "secret"  # the sandbox's secret, until its keeper or checker has read it
 RUNTIME, CHECKER = "runtime", "checker"  # what a sandbox runs (``python3 -m sandbox.runtime``)
 SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
 
 
-def make_socket_dir(directory: Path) -> Path:
-    """Create a sandbox's private socket directory (world-writable: the runtime runs as another
-    user) and return the socket path in it; refuse paths the kernel could not bind."""
+class InvalidHandle(ValueError):
+    """A stored handle that does not name a sandbox of this service (forged, or of another
+    backend or socket root): it is never used to reach, name or remove anything."""
+
+
+def make_socket_dir(directory: Path, mode: int) -> Path:
+    """Create a sandbox's socket directory with ``mode`` and return the socket path in it; refuse
+    paths the kernel could not bind."""
     socket_path = directory / SOCKET_NAME
     if len(os.fsencode(socket_path)) > SOCKET_PATH_MAX:
         raise SandboxUnavailable(f"socket path {socket_path} is longer than {SOCKET_PATH_MAX} "
                                  "bytes; choose a shorter ENVSCALER_SOCKET_ROOT")
     try:
-        directory.mkdir(parents=True)
-        directory.chmod(0o777)  # mkdir's mode is masked by the umask
+        socketroot.make_instance_dir(directory.parent.parent, directory.parent.name)
+        directory.mkdir()
+        directory.chmod(mode)  # mkdir's mode is masked by the umask
     except OSError as exc:  # a socket root that is full, read-only or not a directory
         raise SandboxUnavailable(f"cannot create the sandbox's socket directory {directory}: "
                                  f"{exc.strerror or exc}") from exc
     return socket_path
 
 
+def write_secret(path: Path, secret: bytes) -> None:
+    """The sandbox's secret for its keeper or checker, which removes the file once read (before
+    any untrusted code runs). Readable by all: the container's root may be another user than
+    the gateway's, and no one else can reach the directory (``socketroot``)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+    try:
+        os.write(descriptor, secret)
+    finally:
+        os.close(descriptor)
+
+
 @dataclass(frozen=True)
 class SandboxHandle:
     """Everything needed to reach and to kill a sandbox; safe to store in Redis as a dict.
+
+    It is data, never a path: the socket is found from ``instance`` and ``name`` under the
+    backend's own socket root (``SandboxBackend.socket_path``), and the backend checks ``id``
+    against what it created before it touches anything with it (``from_dict`` checks shapes).
 
     ``generation`` counts the recycles of the container (``runtime/keeper.py``): a handle of an
     older generation names a container that has since served, or serves, another session, so a
     recycle asked for with it is refused."""
 
     id: str
-    socket_path: str
+    name: str  # the sandbox's directory under its instance's (the id too, for processes)
     backend: str
     instance: str
     generation: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "socket_path": self.socket_path, "backend": self.backend,
+        return {"id": self.id, "name": self.name, "backend": self.backend,
                 "instance": self.instance, "generation": self.generation}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SandboxHandle:
+    def from_dict(cls, data: object) -> SandboxHandle:
+        """Raises ``InvalidHandle`` unless every field has the shape this service gives it."""
+        if not isinstance(data, dict):
+            raise InvalidHandle(f"a sandbox handle is an object, not {type(data).__name__}")
         generation = data.get("generation", 0)
-        if type(generation) is not int:
-            raise TypeError(f"generation must be an integer, not {generation!r}")
-        return cls(id=data["id"], socket_path=data["socket_path"], backend=data["backend"],
+        fields = (data.get("id"), data.get("name"), data.get("backend"), data.get("instance"))
+        if not (all(isinstance(value, str) for value in fields) and type(generation) is int
+                and socketroot.valid_sandbox(data.get("name"))
+                and socketroot.valid_instance(data.get("instance"))):
+            raise InvalidHandle(f"not a sandbox handle of this service: {data!r:.300}")
+        return cls(id=data["id"], name=data["name"], backend=data["backend"],
                    instance=data["instance"], generation=generation)
 
 
@@ -71,8 +100,43 @@ class SandboxBackend(ABC):
     isolation: str  # shown in /readyz and logs: "container", "gvisor" or "process"
     recyclable: bool = False  # its runtimes run under a keeper that restarts them in place
 
-    def __init__(self, instance: str) -> None:
+    def __init__(self, instance: str, socket_root: Path) -> None:
         self.instance = instance
+        self.socket_root = socket_root
+        self._key: bytes | None = None
+
+    def claim_root(self) -> None:
+        """Refuse a socket root that someone else could change (``socketroot.claim``), and load
+        the service key; called by ``start``, before anything is created under the root."""
+        socketroot.claim(self.socket_root)
+        self._key = socketroot.service_key(self.socket_root)
+
+    @property
+    def claimed(self) -> bool:
+        """Whether the root was accepted: nothing under a refused root is ever touched."""
+        return self._key is not None
+
+    def directory(self, handle: SandboxHandle) -> Path:
+        """The sandbox's directory, from its names, under this backend's root."""
+        return socketroot.sandbox_dir(self.socket_root, handle.instance, handle.name)
+
+    def socket_path(self, handle: SandboxHandle) -> str:
+        return str(self.directory(handle) / SOCKET_NAME)
+
+    def secret(self, handle: SandboxHandle) -> bytes:
+        """What the sandbox's runtime must prove it holds on every connection."""
+        if self._key is None:
+            self.claim_root()
+        assert self._key is not None
+        return socketroot.sandbox_secret(self._key, handle.instance, handle.name)
+
+    def handle_from(self, data: object) -> SandboxHandle:
+        """A stored handle, checked for shape and for this backend (``InvalidHandle``); the
+        backend checks its id against what it created before using it."""
+        handle = SandboxHandle.from_dict(data)
+        if handle.backend != self.name:
+            raise InvalidHandle(f"a handle of backend {handle.backend!r}, not {self.name!r}")
+        return handle
 
     async def start(self) -> None:
         """Called once when the service starts, before the first ``create``: start this instance's
@@ -83,6 +147,12 @@ class SandboxBackend(ABC):
     async def create(self, labels: dict[str, str], role: str = RUNTIME) -> SandboxHandle:
         """A started sandbox running ``role`` (``RUNTIME``: an environment; ``CHECKER``: check
         functions on states, never an environment)."""
+
+    async def verify(self, handle: SandboxHandle) -> bool:
+        """Whether a stored handle's id is the sandbox this service created under the handle's
+        names (the socket and secret derive from the names alone). The default: the names are
+        the id (``handle_from`` checked it). Raises ``SandboxUnavailable`` when it cannot tell."""
+        return True
 
     @abstractmethod
     async def destroy(self, handle: SandboxHandle) -> None: ...

@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
+import re
 import shutil
+import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,13 +27,16 @@ import docker
 from docker.errors import APIError, DockerException, NotFound
 from requests.exceptions import RequestException
 
+from sandbox import socketroot
 from sandbox.backends.base import (
     CONTROL_NAME,
     RUNTIME,
+    SECRET_NAME,
     SOCKET_NAME,
     SandboxBackend,
     SandboxHandle,
     make_socket_dir,
+    write_secret,
 )
 from sandbox.client import wait_for_runtime
 from sandbox.config import SandboxConfig, parse_size
@@ -48,6 +52,8 @@ TRUSTED_CAPABILITIES = ["SETUID", "SETGID", "KILL"]
 # Liveness is judged from heartbeat files under the socket root, so an instance may only judge
 # (and reap) sandboxes created under the same socket root.
 SOCKET_ROOT = "envscaler.socket-root"
+SANDBOX = "envscaler.sandbox"  # the sandbox's directory name under its instance's
+CONTAINER_ID = re.compile(r"[0-9a-f]{64}")  # a full id: never a name or a prefix to resolve
 SOCKET_IN_CONTAINER = "/run/envscaler"
 REAP_INTERVAL = 30.0
 RETRY_INTERVAL = 5.0  # removals that failed while the engine was away are retried this often
@@ -69,13 +75,15 @@ class DockerBackend(SandboxBackend):
     recyclable = True
 
     def __init__(self, config: SandboxConfig, instance: str) -> None:
-        super().__init__(instance)
+        super().__init__(instance, config.socket_root)
         self.config = config
         self.isolation = "gvisor" if config.docker_runtime == "runsc" else "container"
         self.heartbeat = Heartbeat(config.socket_root, instance, config.heartbeat_interval)
         self._client: docker.DockerClient | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._unremoved: set[str] = set()  # containers to remove once the engine answers again
+        # Containers known to be this service's, by id: (instance, sandbox name) from their labels
+        self._known: dict[str, tuple[str, str]] = {}
         self._threads = ThreadPoolExecutor(config.engine_threads,
                                            thread_name_prefix="envscaler-docker")
 
@@ -106,6 +114,7 @@ class DockerBackend(SandboxBackend):
                              f"{self.config.engine_timeout:g} s") from None
 
     async def start(self) -> None:
+        self.claim_root()
         self.heartbeat.start()
         removed = await self.reap_orphans()
         if removed:
@@ -134,7 +143,7 @@ class DockerBackend(SandboxBackend):
             self._unremoved.discard(container_id)
             log.info("removed sandbox %s after the engine came back", container_id[:12])
 
-    def _container_spec(self, sandbox_id: str, directory: Path, labels: dict[str, str],
+    def _container_spec(self, name: str, directory: Path, labels: dict[str, str],
                         role: str) -> dict[str, Any]:
         cfg = self.config
         host_config = self.client.api.create_host_config(
@@ -149,27 +158,32 @@ class DockerBackend(SandboxBackend):
             log_config=_log_config(cfg.log_size),
         )
         all_labels = {**cfg.labels, **labels, MANAGED: "1", INSTANCE: self.instance, ROLE: role,
-                      SOCKET_ROOT: str(cfg.socket_root), "envscaler.sandbox": sandbox_id}
-        return {"image": cfg.image, "name": f"envscaler-{self.instance}-{sandbox_id}", "labels": all_labels,
+                      SOCKET_ROOT: str(cfg.socket_root), SANDBOX: name}
+        return {"image": cfg.image, "name": f"envscaler-{self.instance}-{name}", "labels": all_labels,
                 "host_config": host_config, "user": "0:0", "network_disabled": True,
                 "command": _command(role)}
 
-    def _socket_dir(self, sandbox_id: str) -> Path:
-        return self.config.socket_root / self.instance / sandbox_id
-
     async def create(self, labels: dict[str, str], role: str = RUNTIME) -> SandboxHandle:
-        sandbox_id = secrets.token_hex(8)
-        directory = self._socket_dir(sandbox_id)
-        socket_path = make_socket_dir(directory)
+        name = socketroot.new_sandbox_name()
+        directory = socketroot.sandbox_dir(self.config.socket_root, self.instance, name)
+        pending = SandboxHandle(id="", name=name, backend=self.name, instance=self.instance)
+        secret = self.secret(pending)  # claims the root first, if ``start`` has not
+        # World-writable while it starts: the keeper binds its sockets as the container's root,
+        # which is another user than a gateway that does not run as root.
+        socket_path = make_socket_dir(directory, 0o777)
+        # Read and removed by the keeper (or checker) before any untrusted code runs in it.
+        write_secret(directory / SECRET_NAME, secret)
         # A worker thread cannot be cancelled: shielding it lets a cancelled create still learn
         # the id of the container the thread goes on to start, and remove it.
         starting = asyncio.ensure_future(
-            self._engine(lambda: self._create_and_start(sandbox_id, directory, labels, role),
+            self._engine(lambda: self._create_and_start(name, directory, labels, role),
                          abandon=False))
         try:
-            handle = SandboxHandle(id=await asyncio.shield(starting), socket_path=str(socket_path),
+            handle = SandboxHandle(id=await asyncio.shield(starting), name=name,
                                    backend=self.name, instance=self.instance)
-            await wait_for_runtime(handle.socket_path, self.config.start_timeout, lambda: None)
+            self._known[handle.id] = (handle.instance, handle.name)
+            await wait_for_runtime(str(socket_path), secret, self.config.start_timeout,
+                                   lambda: None)
             # The runtime has bound its socket: from now on the directory is read-only to the
             # sandbox, so environment code cannot swap the socket for a link to another socket
             # (which the next gateway to attach would follow) nor fill the host's disk through it.
@@ -182,14 +196,15 @@ class DockerBackend(SandboxBackend):
             reason = await self._logs_tail(container_id) if container_id and failed else ""
             if container_id:
                 await self._remove_now_or_later(container_id)
+                self._known.pop(container_id, None)
             shutil.rmtree(directory, ignore_errors=True)
             if failed:
                 raise SandboxUnavailable(f"sandbox did not start: {exc}\n{reason}".strip()) from exc
             raise
 
-    def _create_and_start(self, sandbox_id: str, directory: Path, labels: dict[str, str],
+    def _create_and_start(self, name: str, directory: Path, labels: dict[str, str],
                           role: str) -> str:
-        spec = self._container_spec(sandbox_id, directory, labels, role)
+        spec = self._container_spec(name, directory, labels, role)
         container = self.client.api.create_container(**spec)
         self.client.api.start(container["Id"])
         return container["Id"]
@@ -216,9 +231,62 @@ class DockerBackend(SandboxBackend):
 
     async def destroy(self, handle: SandboxHandle) -> None:
         """Remove the container now, or as soon as the engine answers again (never raises for
-        an engine that is away: a destroy is on some error path already)."""
-        await self._remove_now_or_later(handle.id)
-        shutil.rmtree(Path(handle.socket_path).parent, ignore_errors=True)
+        an engine that is away: a destroy is on some error path already), and its directory.
+
+        Only what provably is the handle's sandbox: a container carrying this service's labels
+        for the handle's names, and its directory under this root; a directory whose container is
+        gone only when nothing answers on its socket (a forged id must not take a live sandbox's
+        directory). Anything else is left alone, and said so."""
+        try:  # what this process created is known without the engine, and waits for it
+            owned = await self._owned(handle)
+        except SandboxUnavailable as exc:
+            log.warning("not removing sandbox %s: the engine cannot tell whether it is this "
+                        "service's (%s)", handle.id[:12], exc)
+            return
+        directory = self.directory(handle)
+        if owned is True:
+            await self._remove_now_or_later(handle.id)
+            self._known.pop(handle.id, None)
+        elif owned is False:
+            log.warning("refusing to remove container %s: it is not this service's sandbox %s/%s "
+                        "(a forged or stale handle)", handle.id[:12], handle.instance, handle.name)
+            return
+        if owned is True or not await asyncio.to_thread(_answers, directory / SOCKET_NAME):
+            shutil.rmtree(directory, ignore_errors=True)
+
+    async def verify(self, handle: SandboxHandle) -> bool:
+        return await self._owned(handle) is True
+
+    async def _owned(self, handle: SandboxHandle) -> bool | None:
+        """Whether ``handle.id`` is the container this service created for the handle's names
+        (None: no container has that id). Raises ``SandboxUnavailable`` with no engine."""
+        if self._known.get(handle.id) == (handle.instance, handle.name):
+            return True
+        if not CONTAINER_ID.fullmatch(handle.id):
+            return False
+        info = await self._inspect(handle.id)
+        if info is None:
+            return None
+        labels = (info.get("Config") or {}).get("Labels") or {}
+        owned = (info.get("Id") == handle.id and labels.get(MANAGED) == "1"
+                 and labels.get(SOCKET_ROOT) == str(self.config.socket_root)
+                 and labels.get(INSTANCE) == handle.instance and labels.get(SANDBOX) == handle.name)
+        if owned:
+            self._known[handle.id] = (handle.instance, handle.name)
+        return owned
+
+    async def _inspect(self, container_id: str) -> dict[str, Any] | None:
+        def inspect() -> dict[str, Any] | None:
+            try:
+                return self.client.api.inspect_container(container_id)
+            except NotFound:
+                return None
+            except ENGINE_ERRORS as exc:
+                raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from exc
+        try:
+            return await self._engine(inspect)
+        except EngineBusy as exc:
+            raise SandboxUnavailable(str(exc)) from exc
 
     async def _remove_now_or_later(self, container_id: str) -> None:
         try:
@@ -230,33 +298,32 @@ class DockerBackend(SandboxBackend):
     async def name_session(self, handle: SandboxHandle, session_id: str | None) -> None:
         """Rename the container to end with the session id (or back to its pool name):
         Docker labels cannot change."""
-        name = f"envscaler-{handle.instance}-{Path(handle.socket_path).parent.name}"
+        name = f"envscaler-{handle.instance}-{handle.name}"
         if session_id is not None:
             name += f"-{session_id}"
         try:
-            await self._engine(lambda: self.client.api.rename(handle.id, name))
-        except ENGINE_ERRORS as exc:  # gone already, a name Docker refuses, no engine: cosmetic
+            if await self._owned(handle):
+                await self._engine(lambda: self.client.api.rename(handle.id, name))
+        except (SandboxUnavailable, *ENGINE_ERRORS) as exc:  # gone, a name refused: cosmetic
             log.debug("renaming sandbox %s failed: %s", handle.id[:12], exc)
 
     async def is_running(self, handle: SandboxHandle) -> bool:
-        state = await self._state(handle.id)
-        return bool(state and state.get("Running"))
-
-    async def _state(self, container_id: str) -> dict[str, Any] | None:
-        def inspect() -> dict[str, Any] | None:
-            try:
-                return self.client.api.inspect_container(container_id)["State"]
-            except NotFound:
-                return None
-            except ENGINE_ERRORS as exc:
-                raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from exc
-        try:
-            return await self._engine(inspect)
-        except EngineBusy as exc:
-            raise SandboxUnavailable(str(exc)) from exc
+        if not await self._owned(handle):
+            return False
+        info = await self._inspect(handle.id)
+        return bool(info and info["State"].get("Running"))
 
     async def diagnose(self, handle: SandboxHandle) -> str:
         """Why the runtime died. The container (docker-init as PID 1) stops a moment after it."""
+        try:
+            owned = await self._owned(handle)
+        except SandboxUnavailable:
+            return "the Docker engine does not answer"
+        if owned is None:
+            return "container is gone"
+        if not owned:
+            return "not a sandbox of this service"
+
         def settled_state() -> dict[str, Any] | None:
             try:
                 self.client.api.wait(handle.id, timeout=DIAGNOSE_WAIT)
@@ -290,30 +357,37 @@ class DockerBackend(SandboxBackend):
         except ENGINE_ERRORS as exc:
             raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from exc
 
-    def _handle(self, container: dict[str, Any]) -> SandboxHandle:
-        labels = container["Labels"]
-        directory = self.config.socket_root / labels[INSTANCE] / labels.get("envscaler.sandbox", "")
-        return SandboxHandle(id=container["Id"], socket_path=str(directory / "runtime.sock"),
-                             backend=self.name, instance=labels[INSTANCE])
+    def _handles(self, containers: list[dict[str, Any]]) -> list[SandboxHandle]:
+        """Handles of listed containers whose labels name a sandbox directory under this root
+        (labels are data too: names that could leave the root are skipped)."""
+        handles = []
+        for container in containers:
+            labels = container.get("Labels") or {}
+            instance, name = labels.get(INSTANCE), labels.get(SANDBOX)
+            if socketroot.valid_instance(instance) and socketroot.valid_sandbox(name):
+                handles.append(SandboxHandle(id=container["Id"], name=name, backend=self.name,
+                                             instance=instance))
+        return handles
 
     async def list_own(self) -> list[SandboxHandle]:
-        return [self._handle(c) for c in await self._list(f"{INSTANCE}={self.instance}")]
+        return self._handles(await self._list(f"{INSTANCE}={self.instance}"))
 
     async def reap_orphans(self) -> int:
-        dead = [c for c in await self._list()
-                if c["Labels"][INSTANCE] != self.instance and not self.heartbeat.is_alive(c["Labels"][INSTANCE])]
-        for container in dead:
-            await self.destroy(self._handle(container))
+        containers = await self._list()
+        existing = {container["Id"] for container in containers}
+        for container_id in [known for known in self._known if known not in existing]:
+            self._known.pop(container_id, None)  # removed elsewhere (another gateway's doing)
+        dead = [handle for handle in self._handles(containers) if handle.instance != self.instance
+                and not self.heartbeat.is_alive(handle.instance)]
+        for handle in dead:
+            await self.destroy(handle)
         self._remove_dead_socket_dirs()
         return len(dead)
 
     def _remove_dead_socket_dirs(self) -> None:
-        root = self.config.socket_root
-        if not root.is_dir():
-            return
-        for directory in root.iterdir():
-            if directory.name != "instances" and directory.name != self.instance \
-                    and not self.heartbeat.is_alive(directory.name):
+        """Directories of dead instances: only those provably the service's (``socketroot``)."""
+        for directory in socketroot.owned_instance_dirs(self.config.socket_root):
+            if directory.name != self.instance and not self.heartbeat.is_alive(directory.name):
                 shutil.rmtree(directory, ignore_errors=True)
 
     async def health(self) -> dict[str, object]:
@@ -345,6 +419,8 @@ class DockerBackend(SandboxBackend):
     async def close(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
+        if not self.claimed:
+            return  # it never started: nothing of its exists, and the root may be another's
         try:
             await self._retry_removals()
             await super().close()
@@ -363,10 +439,23 @@ def _log_config(log_size: str) -> dict[str, Any]:
     return {"Type": "json-file", "Config": {"max-size": str(half), "max-file": "2"}}
 
 
+def _answers(socket_path: Path) -> bool:
+    """Whether something listens on ``socket_path`` (a live sandbox's directory is not removed
+    on the word of a handle whose container is gone)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(socket_path))
+        except OSError:
+            return False
+    return True
+
+
 def _command(role: str) -> list[str]:
     """A runtime under its keeper (so it can be recycled), or a checker."""
     command = ["python3", "-s", "-m", "sandbox.runtime", "--role", role,
-               "--socket", f"{SOCKET_IN_CONTAINER}/{SOCKET_NAME}"]
+               "--socket", f"{SOCKET_IN_CONTAINER}/{SOCKET_NAME}",
+               "--secret-file", f"{SOCKET_IN_CONTAINER}/{SECRET_NAME}"]
     if role == RUNTIME:
         command += ["--control", f"{SOCKET_IN_CONTAINER}/{CONTROL_NAME}"]
     return command

@@ -1,8 +1,16 @@
 """Sandboxes as plain child processes, for hosts without Docker (development, CI).
 
-Isolation is much weaker than a container's: the runtime runs as the gateway's user, sees its
-files and network, and is bounded only by resource limits (address space, open files, file size,
-no core dumps). Use it for trusted catalogues only; ``isolation = "process"`` says so in /readyz.
+Isolation is much weaker than a container's: the runtime sees the host's world-readable files
+and its network, shares user nobody with every other process sandbox, and is bounded only by
+resource limits (address space, open files, file size, no core dumps). Use it for trusted
+catalogues only; ``isolation = "process"`` says so in /readyz.
+
+It does not run as the gateway's user: the gateway must be root, and each runtime drops to user
+nobody (65534) before it executes, with an environment of only what it needs. So environment code
+cannot read the gateway's environment (``/proc/<pid>/environ``: API keys) or files, signal it, or
+join the ``SO_REUSEPORT`` group of its port (the kernel admits only sockets of the same user) to
+take its connections. The gateway binds the runtime's socket in a directory only it may write and
+hands it over already listening, with the sandbox's secret through a pipe.
 
 Layout: ``<socket_root>/<instance>/<sandbox id>/`` holds ``runtime.sock``, ``runtime.pid`` and
 ``runtime.log`` (the runtime's stderr). A runtime gets ``PR_SET_PDEATHSIG`` = SIGKILL, so it dies
@@ -16,17 +24,19 @@ import functools
 import logging
 import os
 import resource
-import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox import socketroot
 from sandbox.backends.base import (
     RUNTIME,
     SOCKET_NAME,
+    InvalidHandle,
     SandboxBackend,
     SandboxHandle,
     make_socket_dir,
@@ -35,12 +45,13 @@ from sandbox.client import wait_for_runtime
 from sandbox.config import SandboxConfig, parse_size
 from sandbox.errors import SandboxGone, SandboxUnavailable
 from sandbox.heartbeat import Heartbeat
-from sandbox.runtime.contain import die_with_parent
+from sandbox.runtime.contain import UNTRUSTED_GID, UNTRUSTED_UID, bind_listening, die_with_parent
 
 log = logging.getLogger(__name__)
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the directory that contains `sandbox/`
 PID_NAME, LOG_NAME = "runtime.pid", "runtime.log"
+SYSTEM_PYTHON = "/usr/bin/python3"
 MAX_OPEN_FILES = 256
 MAX_FILE_BYTES = 64 * 1024 * 1024  # bounds runtime.log against env code printing forever
 _STDERR_TAIL_BYTES = 2000
@@ -49,11 +60,15 @@ _REAP_POLL_SECONDS = 0.002
 
 
 def _limit_child(parent_pid: int, memory_bytes: int) -> None:
-    """Runs in the child between fork and exec, so it only makes system calls."""
+    """Runs in the child between fork and exec, so it only makes system calls. The parent-death
+    signal is armed after the change of user, which clears it."""
     for limit, value in ((resource.RLIMIT_AS, memory_bytes),
                          (resource.RLIMIT_NOFILE, MAX_OPEN_FILES),
                          (resource.RLIMIT_FSIZE, MAX_FILE_BYTES), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(limit, (value, value))
+    os.setgroups([])
+    os.setgid(UNTRUSTED_GID)
+    os.setuid(UNTRUSTED_UID)  # from root to another user: every capability is gone too
     die_with_parent(parent_pid)
 
 
@@ -75,21 +90,29 @@ class ProcessBackend(SandboxBackend):
     isolation = "process"
 
     def __init__(self, config: SandboxConfig, instance: str) -> None:
-        super().__init__(instance)
+        super().__init__(instance, config.socket_root)
         self.config = config
-        self.directory = config.socket_root / instance
+        self.instance_dir = config.socket_root / instance
         self._memory_bytes = parse_size(config.memory)
         self._heartbeat = Heartbeat(config.socket_root, instance, config.heartbeat_interval)
         self._children: dict[str, _Child] = {}
         self._started = False
+        self._python = ""
 
     async def start(self) -> None:
         """Heartbeat and orphan reaping; ``create`` calls it too, so it is never skipped."""
         if self._started:
             return
+        if os.geteuid() != 0:
+            raise SandboxUnavailable(
+                "the process backend runs environments as user nobody (65534), which only root "
+                "may do; run the gateway as root, or use the docker backend (as this user, "
+                "environment code could read the gateway's environment and take its port)")
+        self.claim_root()
+        self._python = _interpreter_for_nobody()
         self._started = True
-        log.warning("sandbox backend 'process': environments run as plain processes of this "
-                    "user, with resource limits but without container isolation; use the "
+        log.warning("sandbox backend 'process': environments run as plain processes of user "
+                    "nobody, with resource limits but without container isolation; use the "
                     "docker backend for untrusted environments")
         self._heartbeat.start()
         removed = await self.reap_orphans()
@@ -99,33 +122,53 @@ class ProcessBackend(SandboxBackend):
     async def create(self, labels: dict[str, str], role: str = RUNTIME) -> SandboxHandle:
         await self.start()
         self._reap_exited()
-        sandbox_id = secrets.token_hex(8)
-        directory = self.directory / sandbox_id
-        socket_path = make_socket_dir(directory)
-        handle = SandboxHandle(sandbox_id, str(socket_path), self.name, self.instance)
+        name = socketroot.new_sandbox_name()
+        handle = SandboxHandle(name, name, self.name, self.instance)
+        directory = self.directory_of(handle)
+        make_socket_dir(directory, 0o700)  # only the gateway writes in it
         try:  # on the loop's thread, on purpose: see the class docstring (PR_SET_PDEATHSIG)
-            with open(directory / LOG_NAME, "wb") as log_file:  # noqa: ASYNC230 - local, instant
-                process = subprocess.Popen(  # noqa: ASYNC220
-                    [sys.executable, "-s", "-m", "sandbox.runtime", "--role", role,
-                     "--socket", str(socket_path)],
-                    cwd=PACKAGE_PARENT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=log_file, start_new_session=True,
-                    # glibc reserves 64 MiB of address space per thread's malloc arena: under
-                    # RLIMIT_AS that starves the runtime's threads, so arenas are capped.
-                    env={"PYTHONHASHSEED": "0", "TZ": "UTC", "MALLOC_ARENA_MAX": "2",
-                         "PATH": os.environ.get("PATH", os.defpath)},
-                    preexec_fn=functools.partial(  # noqa: PLW1509 - only system calls in it
-                        _limit_child, os.getpid(), self._memory_bytes))
+            process = self._spawn(handle, directory, role)
         except (OSError, subprocess.SubprocessError) as exc:  # exec or preexec_fn failed
             shutil.rmtree(directory, ignore_errors=True)
             raise SandboxUnavailable(f"could not start the sandbox runtime: {exc}") from exc
-        self._children[sandbox_id] = _Child(handle, process)
+        self._children[name] = _Child(handle, process)
         (directory / PID_NAME).write_text(str(process.pid))
         try:
             await self._wait_ready(handle, process)
         except BaseException:  # start-up failure or cancellation: never leak the process
             await self.destroy(handle)
             raise
+        return handle
+
+    def _spawn(self, handle: SandboxHandle, directory: Path, role: str) -> subprocess.Popen[bytes]:
+        """The runtime, as user nobody, on a socket bound here, with its secret through a pipe."""
+        socket_path = directory / SOCKET_NAME
+        secret_read, secret_write = os.pipe()
+        try:
+            os.write(secret_write, self.secret(handle))  # 64 bytes: far below a pipe's buffer
+            os.close(secret_write)
+            with bind_listening(socket_path) as listening, \
+                    open(directory / LOG_NAME, "wb") as log_file:  # noqa: ASYNC230 - local
+                return subprocess.Popen(  # noqa: ASYNC220
+                    [self._python, "-s", "-m", "sandbox.runtime", "--role", role,
+                     "--socket", str(socket_path), "--listening-fd", str(listening.fileno()),
+                     "--secret-fd", str(secret_read)],
+                    cwd=PACKAGE_PARENT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=log_file, start_new_session=True,
+                    pass_fds=(listening.fileno(), secret_read),
+                    # Only what the runtime needs. glibc reserves 64 MiB of address space per
+                    # thread's malloc arena: under RLIMIT_AS that starves the runtime's threads.
+                    env={"PYTHONHASHSEED": "0", "TZ": "UTC", "MALLOC_ARENA_MAX": "2",
+                         "PATH": os.defpath},
+                    preexec_fn=functools.partial(  # noqa: PLW1509 - only system calls in it
+                        _limit_child, os.getpid(), self._memory_bytes))
+        finally:
+            os.close(secret_read)
+
+    def handle_from(self, data: object) -> SandboxHandle:
+        handle = super().handle_from(data)
+        if handle.id != handle.name:
+            raise InvalidHandle(f"a process sandbox's id is its name: {data!r:.300}")
         return handle
 
     async def _wait_ready(self, handle: SandboxHandle, process: subprocess.Popen[bytes]) -> None:
@@ -135,14 +178,14 @@ class ProcessBackend(SandboxBackend):
             return f"status {process.returncode}: {self._stderr_tail(handle)}"
 
         try:
-            await wait_for_runtime(handle.socket_path, self.config.start_timeout, exited,
-                                   poll=_READY_POLL_SECONDS)
+            await wait_for_runtime(self.socket_path(handle), self.secret(handle),
+                                   self.config.start_timeout, exited, poll=_READY_POLL_SECONDS)
         except (SandboxGone, TimeoutError) as exc:
             raise SandboxUnavailable(f"{exc}: {self._stderr_tail(handle)}") from exc
 
     def _stderr_tail(self, handle: SandboxHandle) -> str:
         try:
-            with open(self._directory(handle) / LOG_NAME, "rb") as log_file:
+            with open(self.directory_of(handle) / LOG_NAME, "rb") as log_file:
                 log_file.seek(0, os.SEEK_END)
                 log_file.seek(max(0, log_file.tell() - _STDERR_TAIL_BYTES))
                 return log_file.read().decode("utf-8", "replace").strip() or "(no output)"
@@ -159,36 +202,29 @@ class ProcessBackend(SandboxBackend):
                 await asyncio.sleep(_REAP_POLL_SECONDS)
             self._children.pop(handle.id, None)
         else:  # another gateway process's sandbox, or one known only from a stored handle
-            pid = _verified_pid(self._directory(handle))
+            pid = _verified_pid(self.directory_of(handle))
             if pid is not None:
                 _kill_group(pid)
-        shutil.rmtree(self._directory(handle), ignore_errors=True)
+        shutil.rmtree(self.directory_of(handle), ignore_errors=True)
 
     async def is_running(self, handle: SandboxHandle) -> bool:
         child = self._children.get(handle.id)
         if child is not None:
             return child.process.poll() is None
-        return _verified_pid(self._directory(handle)) is not None
+        return _verified_pid(self.directory_of(handle)) is not None
 
     async def list_own(self) -> list[SandboxHandle]:
         self._reap_exited()
         return [child.handle for child in self._children.values()]
 
     async def reap_orphans(self) -> int:
-        """Kill and remove process sandboxes whose instance has no fresh heartbeat."""
-        root = self.config.socket_root
-        if not root.is_dir():
-            return 0
+        """Kill and remove process sandboxes whose instance has no fresh heartbeat: only in
+        directories that provably are the service's (``socketroot``)."""
         removed = 0
-        for instance_dir in root.iterdir():
-            name = instance_dir.name
-            if (not instance_dir.is_dir() or name in {self._heartbeat.directory.name, self.instance}
-                    or self._heartbeat.is_alive(name)):
+        for instance_dir in socketroot.owned_instance_dirs(self.config.socket_root):
+            if instance_dir.name == self.instance or self._heartbeat.is_alive(instance_dir.name):
                 continue
-            try:
-                sandbox_dirs = list(instance_dir.iterdir())
-            except OSError:  # another instance is reaping it right now
-                continue
+            sandbox_dirs = list(socketroot.owned_sandbox_dirs(instance_dir))
             for sandbox_dir in sandbox_dirs:
                 if not (sandbox_dir / PID_NAME).is_file():
                     continue  # not a process sandbox: another backend's business
@@ -197,37 +233,56 @@ class ProcessBackend(SandboxBackend):
                     _kill_group(pid)
                 shutil.rmtree(sandbox_dir, ignore_errors=True)
                 removed += 1
-            _remove_if_empty(instance_dir)
+            if not any(socketroot.owned_sandbox_dirs(instance_dir)):
+                shutil.rmtree(instance_dir, ignore_errors=True)
         return removed
 
     async def health(self) -> dict[str, object]:
         self._reap_exited()
         self._heartbeat.check()
         root = self.config.socket_root
-        root.mkdir(parents=True, exist_ok=True)
         if not os.access(root, os.W_OK | os.X_OK):
             raise SandboxUnavailable(f"socket root {root} is not writable")
         return {"backend": self.name, "isolation": self.isolation, "live": len(self._children)}
 
     async def close(self) -> None:
+        if not self.claimed:
+            return  # it never started: nothing of its exists, and the root may be another's
         await super().close()
         await self._heartbeat.stop()
-        _remove_if_empty(self.directory)
+        shutil.rmtree(self.instance_dir, ignore_errors=True)
 
     def _reap_exited(self) -> None:
         """Forget runtimes that died on their own (memory limit, os._exit in env code)."""
         for sandbox_id, child in list(self._children.items()):
             if child.process.poll() is not None:
                 del self._children[sandbox_id]
-                shutil.rmtree(self._directory(child.handle), ignore_errors=True)
+                shutil.rmtree(self.directory_of(child.handle), ignore_errors=True)
 
-    def _directory(self, handle: SandboxHandle) -> Path:
-        """Built from the id and instance, never from the stored socket path, and refused when
-        either could leave the socket root: a handle read back from Redis is data, not a path."""
-        for part in (handle.instance, handle.id):
-            if not part or part in {".", ".."} or "/" in part:
-                raise ValueError(f"invalid sandbox handle {handle.to_dict()}")
-        return self.config.socket_root / handle.instance / handle.id
+    def directory_of(self, handle: SandboxHandle) -> Path:
+        """``directory``, for a handle whose id is its name (as every process sandbox's is)."""
+        if handle.id != handle.name:
+            raise InvalidHandle(f"a process sandbox's id is its name: {handle.to_dict()}")
+        return self.directory(handle)
+
+
+def _interpreter_for_nobody() -> str:
+    """The gateway's own interpreter when user nobody may run it, else the system's (a
+    pyenv's under /root is out of nobody's reach; the runtime needs the standard library only)."""
+    for candidate in (sys.executable, SYSTEM_PYTHON):
+        path = Path(candidate).resolve()
+        if path.is_file() and all(_others_may(part, stat.S_IXOTH) for part in path.parents) \
+                and _others_may(path, stat.S_IXOTH | stat.S_IROTH):
+            return str(path)
+    raise SandboxUnavailable(f"no Python interpreter that user nobody may run ({sys.executable} "
+                             f"and {SYSTEM_PYTHON} are out of its reach); install python3")
+
+
+def _others_may(path: Path, bits: int) -> bool:
+    try:
+        return path.stat().st_mode & bits == bits
+    except OSError:
+        return False
 
 
 def _kill_group(pid: int) -> None:
@@ -246,10 +301,3 @@ def _verified_pid(directory: Path) -> int | None:
     except (OSError, ValueError):
         return None
     return pid if os.fsencode(directory / SOCKET_NAME) in arguments else None
-
-
-def _remove_if_empty(directory: Path) -> None:
-    try:
-        directory.rmdir()
-    except OSError:
-        pass

@@ -1,19 +1,27 @@
-"""``python3 -m sandbox.runtime --socket PATH [--control PATH] [--role runtime|checker]``.
+"""``python3 -m sandbox.runtime --socket PATH [--control PATH] [--role runtime|checker]
+[--secret-file PATH | --secret-fd N] [--listening-fd N]``.
 
 - role ``runtime`` (default): serve one environment on ``--socket``. With ``--control`` (in a
   container), under a keeper that can restart the runtime in place (``keeper.py``).
 - role ``checker``: run check functions on states sent to ``--socket`` (``checker.py``); it never
   loads an environment.
+
+The sandbox's secret (``protocol.prove``) comes from a file that is removed once read (a
+container: its keeper reads it before any environment code exists) or from a pipe
+(``--secret-fd``, the process backend). ``--listening-fd``: the socket at ``--socket`` is bound
+and listening already on that descriptor (the process backend binds it for a runtime that runs
+as a user who may not write the socket's directory).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 from pathlib import Path
 
-from sandbox.runtime import contain, seccomp
+from sandbox.runtime import contain, protocol, seccomp
 from sandbox.runtime.checker import Checker, CheckerServer
 from sandbox.runtime.keeper import Keeper, serve_runtime
 
@@ -23,17 +31,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--socket", required=True, type=Path, help="Unix socket path to listen on")
     parser.add_argument("--control", type=Path, help="the keeper's Unix socket (containers only)")
     parser.add_argument("--role", choices=("runtime", "checker"), default="runtime")
+    secret = parser.add_mutually_exclusive_group()
+    secret.add_argument("--secret-file", type=Path, help="read the secret here, then remove it")
+    secret.add_argument("--secret-fd", type=int, help="read the secret from this pipe")
+    parser.add_argument("--listening-fd", type=int, help="the socket, bound and listening")
     args = parser.parse_args(argv)
     seccomp.deny_io_uring()
-    listening = contain.bind_listening(args.socket)
+    secret_bytes = _secret(args.secret_file, args.secret_fd)
+    listening = (contain.bind_listening(args.socket) if args.listening_fd is None
+                 else socket.socket(fileno=args.listening_fd))
     print(f"envscaler {args.role} pid {os.getpid()} listening on {args.socket}", file=sys.stderr,
           flush=True)
     if args.role == "checker":
-        CheckerServer(listening, Checker(contained=contain.in_container())).serve_forever()
+        CheckerServer(listening, Checker(contained=contain.in_container()),
+                      secret_bytes).serve_forever()
     elif args.control is not None:
-        Keeper(listening, contain.bind_listening(args.control)).run()
+        Keeper(listening, contain.bind_listening(args.control), secret_bytes).run()
     else:
-        serve_runtime(listening)
+        serve_runtime(listening, secret_bytes)
+
+
+def _secret(path: Path | None, fd: int | None) -> bytes | None:
+    if path is not None:
+        return protocol.read_secret(path)
+    if fd is None:
+        return None
+    with os.fdopen(fd, "rb") as pipe:
+        return pipe.read()
 
 
 if __name__ == "__main__":

@@ -424,9 +424,9 @@ class CheckerServer(protocol.ListeningServer):
     """One connection at a time, one validation at a time: a checker holds no state between
     requests, and the gateway keeps a pool of checkers for concurrency."""
 
-    def __init__(self, listening: socket.socket, checker: Checker) -> None:
+    def __init__(self, listening: socket.socket, checker: Checker, secret: bytes | None) -> None:
         self.checker = checker
-        super().__init__(listening)
+        super().__init__(listening, secret)
 
     def dispatch(self, request: Any) -> dict[str, Any]:
         try:

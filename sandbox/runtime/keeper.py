@@ -12,6 +12,9 @@ gateway learns why, as when the runtime was the container's only process.
 The keeper runs as root with only the capabilities to change user and to kill; the runtime it
 forks drops to the untrusted user before it runs anything (``contain.drop_privileges``), so
 environment code can neither signal, trace nor impersonate the keeper, nor change its sockets.
+Both answer ``hello`` with the sandbox's secret (``protocol.prove``), which ``__main__`` read from a
+file it removed before the first runtime existed: a runtime's code could find at most its own
+sandbox's secret in its memory, which proves only what it is, on the socket it already serves.
 A recycle that fails for any reason makes the gateway remove the container instead.
 """
 
@@ -34,17 +37,20 @@ CONTROL_TIMEOUT = 1.0  # a control connection idle this long is dropped (the kee
 FIELDS: dict[str, dict[str, Field]] = {"ping": {}, "recycle": {"generation": Field((int,), True)}}
 
 
-def serve_runtime(listening: socket.socket) -> NoReturn:
+def serve_runtime(listening: socket.socket, secret: bytes | None) -> NoReturn:
     """Become a runtime serving ``listening`` until killed."""
     host = EnvHost(determinism.install())  # after the imports bound the real clocks
-    RuntimeServer(listening, host).serve_forever()
+    RuntimeServer(listening, host, secret).serve_forever()
     raise SystemExit(0)
 
 
 class Keeper:
-    def __init__(self, runtime: socket.socket, control: socket.socket) -> None:
+    def __init__(self, runtime: socket.socket, control: socket.socket,
+                 secret: bytes | None) -> None:
         self.runtime = runtime
         self.control = control
+        self.secret = secret
+        self._answer = protocol.with_hello(secret, self.dispatch)
         self.generation = 0
         self._wake_read, self._wake_write = os.pipe()
         self.runtime_pid = 0
@@ -75,7 +81,7 @@ class Keeper:
                 for fd in (self._wake_read, self._wake_write, self.control.fileno()):
                     os.close(fd)
                 contain.drop_privileges()
-                serve_runtime(self.runtime)
+                serve_runtime(self.runtime, self.secret)
             finally:
                 os._exit(1)
         return pid
@@ -87,7 +93,7 @@ class Keeper:
             return
         with connection:
             connection.settimeout(CONTROL_TIMEOUT)
-            protocol.serve_connection(connection, self.dispatch)
+            protocol.serve_connection(connection, self._answer)
 
     def dispatch(self, request: Any) -> dict[str, Any]:
         try:

@@ -6,6 +6,11 @@ Requests are objects with an ``op`` field; replies are ``{"ok": true, "result": 
 
 Operations (fields beyond ``op``):
 
+- ``hello`` ``nonce``                        -> ``{"proof"}``: HMAC-SHA256 of the nonce under the
+                                                sandbox's secret (``prove``). Every server of a
+                                                sandbox (runtime, checker, keeper) answers it;
+                                                the gateway sends it first on every connection and
+                                                sends nothing else to a peer whose proof is wrong
 - ``ping``                                   -> ``{"pid", "loaded", "executed"}`` (tool calls run
                                                 since the last load or reset)
 - ``load``  ``source, class_name, tools, init_config, seed``
@@ -40,17 +45,21 @@ Error types (``error.type``), all stable:
 - ``ToolException``: the tool raised; the message is ``"<ExcType>: <message>"``
 - ``ResultTooLarge``: the encoded result exceeds ``max_result_bytes`` (or a reply the frame limit)
 - ``Starved``: the checks could not be judged for lack of CPU (retry later)
+- ``NoSecret``: ``hello`` to a server started without a secret
 - ``Stale``: a recycle asked for with a generation the container has left behind
 - ``RuntimeError``: a fault of the runtime itself
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import socket
 import socketserver
 import struct
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 HEADER = struct.Struct(">I")
@@ -122,6 +131,44 @@ def _has_type(value: Any, types: tuple[type, ...]) -> bool:
 def _kind(value: Any) -> str:
     return next((name for kind, name in _TYPE_NAMES.items() if type(value) is kind),
                 type(value).__name__)
+
+
+HELLO_FIELDS = {"nonce": Field((str,), True)}
+MAX_NONCE_CHARS = 128
+
+
+def prove(secret: bytes, nonce: str) -> str:
+    """What a server holding ``secret`` answers to ``hello``: only the sandbox the gateway created
+    (which alone was given that secret) can answer a fresh nonce right."""
+    return hmac.new(secret, nonce.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+def with_hello(secret: bytes | None,
+               dispatch: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+    """``dispatch``, answering ``hello`` first (``NoSecret`` for a server started without one)."""
+    def answer(request: Any) -> dict[str, Any]:
+        if not (isinstance(request, dict) and request.get("op") == "hello"):
+            return dispatch(request)
+        try:
+            _, fields = parse_request(request, {"hello": HELLO_FIELDS})
+        except OperationError as exc:
+            return error(exc.kind, exc.message)
+        if secret is None:
+            return error("NoSecret", "this server was started without a secret")
+        if len(fields["nonce"]) > MAX_NONCE_CHARS:
+            return error("BadRequest", f"hello: a nonce is at most {MAX_NONCE_CHARS} characters")
+        return ok({"proof": prove(secret, fields["nonce"])})
+    return answer
+
+
+def read_secret(path: Path) -> bytes:
+    """The sandbox's secret from the file the gateway wrote, removed once read: it is gone before
+    any environment or check code runs, so that code cannot read it from the file system."""
+    secret = path.read_bytes()
+    path.unlink()
+    if not secret:
+        raise ValueError(f"the secret file {path} is empty")
+    return secret
 
 
 class ProtocolError(Exception):
@@ -240,10 +287,11 @@ class ListeningServer(socketserver.UnixStreamServer):
     outlives every runtime it starts, or by ``__main__``), answering each request with its
     ``dispatch``."""
 
-    def __init__(self, listening: socket.socket) -> None:
+    def __init__(self, listening: socket.socket, secret: bytes | None) -> None:
         super().__init__(listening.getsockname(), _Connection, bind_and_activate=False)
         self.socket.close()
         self.socket = listening
+        self.answer = with_hello(secret, self.dispatch)
 
     def dispatch(self, request: Any) -> dict[str, Any]:
         raise NotImplementedError
@@ -253,4 +301,4 @@ class _Connection(socketserver.BaseRequestHandler):
     server: ListeningServer
 
     def handle(self) -> None:
-        serve_connection(self.request, self.server.dispatch)
+        serve_connection(self.request, self.server.answer)

@@ -41,10 +41,10 @@ def parse_request(request: Any) -> tuple[str, dict[str, Any]]:
 class RuntimeServer(socketserver.ThreadingMixIn, protocol.ListeningServer):
     daemon_threads = True
 
-    def __init__(self, listening: socket.socket, host: EnvHost) -> None:
+    def __init__(self, listening: socket.socket, host: EnvHost, secret: bytes | None) -> None:
         self.host = host
         self.env_lock = threading.Lock()
-        super().__init__(listening)
+        super().__init__(listening, secret)
 
     def dispatch(self, request: Any) -> dict[str, Any]:
         try:

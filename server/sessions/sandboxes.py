@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from sandbox.backends.base import SandboxBackend, SandboxHandle
+from sandbox.backends.base import InvalidHandle, SandboxBackend, SandboxHandle
 from sandbox.errors import (
     CallTimeout,
     CapacityExhausted,
@@ -213,18 +213,15 @@ class SessionSandboxes:
         handle = record.sandbox
         held = self.held.get(record.id)
         if held is not None:
-            same = bool(handle) and held.id == handle.get("id")
+            same = isinstance(handle, dict) and held.id == handle.get("id")
             if same and not held.destroyed:
                 return held
             self.held.pop(record.id, None)
             if same:
                 return None  # this process saw it die (deadline, crash): no need to probe it
             self._let_go(held)  # superseded by a rebuild elsewhere
-        if not handle:
-            return None
-        try:
-            sandbox = self._attach(SandboxHandle.from_dict(handle))
-        except (KeyError, TypeError):
+        sandbox = await self._attach_stored(record)
+        if sandbox is None:
             return None
         try:
             info = await sandbox.ping(timeout=ATTACH_PING_TIMEOUT)
@@ -258,6 +255,33 @@ class SessionSandboxes:
             return None
         self.held[record.id] = sandbox
         return sandbox
+
+    async def _attach_stored(self, record: Record) -> Sandbox | None:
+        """The sandbox the record's handle names, if the handle is one of this service's (a
+        handle is data from Redis: the backend checks its shape and its id against what it
+        created, derives the socket from it under its own root, and the sandbox must prove its
+        secret on connect). None: no usable handle, so the session is rebuilt on a fresh
+        sandbox, and whatever a bad handle names is left alone."""
+        if not record.sandbox:
+            return None
+        try:
+            handle = self.backend.handle_from(record.sandbox)
+        except InvalidHandle as exc:
+            log.warning("unusable sandbox handle session=%s error=%s", record.id, exc)
+            return None
+        try:
+            verified = await self.backend.verify(handle)
+        except SandboxUnavailable:
+            # No engine to ask: the sandbox still proves its secret on connect, and nothing is
+            # removed without the engine's word.
+            verified = True
+        sandbox = self._attach(handle)
+        if verified:
+            return sandbox
+        log.warning("session sandbox is gone or not this service's session=%s sandbox=%.64s",
+                    record.id, handle.id)
+        await self.destroy_quietly(sandbox)  # what is left of it, if provably its; nothing else
+        return None
 
     def _attach(self, handle: SandboxHandle) -> Sandbox:
         """A sandbox another process loaded, with this gateway's reply limits."""
@@ -451,18 +475,13 @@ class SessionSandboxes:
         backend can, killed otherwise."""
         held = self.held.pop(record.id, None)
         handle = record.sandbox
-        current = held is not None and bool(handle) and held.id == handle.get("id")
+        current = held is not None and isinstance(handle, dict) and held.id == handle.get("id")
         if held is not None and not held.destroyed:
             if current:
                 await self.release_quietly(held)
             else:
                 self._let_go(held)
-        if handle and not current:
-            try:
-                sandbox = self._attach(SandboxHandle.from_dict(handle))
-            except (KeyError, TypeError) as exc:
-                log.warning("unusable sandbox handle session=%s error=%s", record.id, exc)
-                return
+        if not current and (sandbox := await self._attach_stored(record)) is not None:
             await self.release_quietly(sandbox)
 
     async def with_sandbox(

@@ -324,6 +324,7 @@ def sandbox_alive(handle: dict[str, str], socket_root: Path) -> bool:
 def sandbox_released(handle: dict[str, str], socket_root: Path, wait: float = 5.0) -> bool:
     """Whether the session's sandbox no longer holds anything of it: gone, or (Docker) recycled
     in the background into a fresh runtime with nothing loaded."""
+    from sandbox.backends.base import SOCKET_NAME
     from sandbox.runtime import protocol
 
     deadline = time.monotonic() + wait
@@ -333,7 +334,7 @@ def sandbox_released(handle: dict[str, str], socket_root: Path, wait: float = 5.
         try:
             with socket.socket(socket.AF_UNIX) as sock:
                 sock.settimeout(1.0)
-                sock.connect(handle["socket_path"])
+                sock.connect(str(socket_root / handle["instance"] / handle["name"] / SOCKET_NAME))
                 protocol.send_message(sock, {"op": "ping"})
                 reply = protocol.recv_message(sock)
             if reply and reply["ok"] and reply["result"]["loaded"] is False:

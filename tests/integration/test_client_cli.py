@@ -178,7 +178,7 @@ def check_socket_root() -> Iterator[Path]:
     """The embedded gateway's own socket root: its sandboxes carry it as a label, by which
     leftovers are found (the embedded gateway cannot add the suite's TEST_LABELS)."""
     root = Path(f"/tmp/esx-{RUN_ID}-check")
-    root.mkdir(mode=0o777, exist_ok=True)
+    root.mkdir(mode=0o700, exist_ok=True)
     yield root
     client = docker.from_env()
     leftovers = client.containers.list(all=True, filters={"label": f"envscaler.socket-root={root}"})

@@ -3,6 +3,7 @@ delete, health, metrics and the OpenAPI document, on a real Redis and real sandb
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -138,7 +139,8 @@ async def test_whole_session_on_library_loans(make_settings, redis_client) -> No
             "session_id": session_id,
             "status": "closed",
         }
-        assert sandbox_released(handle, Path(make_settings().socket_root))
+        # in a thread: the gateway recycles it on this event loop meanwhile
+        assert await asyncio.to_thread(sandbox_released, handle, Path(make_settings().socket_root))
         again = await client.delete(f"/v1/sessions/{session_id}")
         assert again.status_code == 200 and again.json()["status"] == "closed"
         assert (await client.get(f"/v1/sessions/{session_id}")).json()["status"] == "closed"

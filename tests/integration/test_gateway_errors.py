@@ -333,7 +333,8 @@ async def test_idle_sessions_expire_410_but_stay_readable(make_settings, redis_c
         while (await client.get(f"/v1/sessions/{session_id}")).json()["status"] != "expired":
             assert time.monotonic() < deadline, "the session never expired"
             await asyncio.sleep(0.1)
-        assert sandbox_released(handle, Path(settings.socket_root))
+        # in a thread: the gateway recycles it on this event loop meanwhile
+        assert await asyncio.to_thread(sandbox_released, handle, Path(settings.socket_root))
         assert redis_client.zscore("envscaler:sessions:live", session_id) is None
         assert 0 < redis_client.ttl(f"envscaler:session:{session_id}") <= 601
         assert 0 < redis_client.ttl(f"envscaler:session:{session_id}:calls") <= 601

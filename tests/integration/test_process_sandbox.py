@@ -26,6 +26,7 @@ from sandbox.client import RuntimeClient
 from sandbox.config import SandboxConfig
 from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone, SandboxUnavailable
 from sandbox.sandbox import Sandbox
+from sandbox.socketroot import MARKER_NAME
 from tests.conftest import REPO_ROOT, TEST_LABELS, new_instance
 
 ENV_SOURCE = '''
@@ -304,7 +305,7 @@ async def test_checks_judged_by_a_checker_on_the_snapshot(backend: ProcessBacken
 async def test_an_endless_call_times_out_and_recycles_the_sandbox(backend: ProcessBackend) -> None:
     sandbox = await open_sandbox(backend)
     pid = (await sandbox.ping())["pid"]
-    directory = Path(sandbox.handle.socket_path).parent
+    directory = backend.directory(sandbox.handle)
     started = time.monotonic()
     with pytest.raises(CallTimeout):
         await sandbox.call("spin", {}, timeout=1)
@@ -319,8 +320,8 @@ async def test_an_endless_call_times_out_and_recycles_the_sandbox(backend: Proce
 
 async def test_ping_answers_while_a_call_runs(backend: ProcessBackend) -> None:
     sandbox = await open_sandbox(backend)
-    busy = RuntimeClient(sandbox.handle.socket_path)
-    probe = RuntimeClient(sandbox.handle.socket_path)
+    busy = RuntimeClient(backend.socket_path(sandbox.handle), backend.secret(sandbox.handle))
+    probe = RuntimeClient(backend.socket_path(sandbox.handle), backend.secret(sandbox.handle))
     spinning = asyncio.create_task(busy.request({"op": "call", "name": "spin", "arguments": {}}))
     await asyncio.sleep(0.3)
     started = time.monotonic()
@@ -337,7 +338,7 @@ async def test_ping_answers_while_a_call_runs(backend: ProcessBackend) -> None:
 async def test_destroy_leaves_no_process_and_no_directory(backend: ProcessBackend) -> None:
     sandbox = await open_sandbox(backend)
     pid = (await sandbox.ping())["pid"]
-    directory = Path(sandbox.handle.socket_path).parent
+    directory = backend.directory(sandbox.handle)
     assert await backend.is_running(sandbox.handle)
     assert (await backend.health())["live"] == 1
     await sandbox.destroy()
@@ -355,7 +356,7 @@ async def test_a_runtime_that_cannot_start_is_reported_and_cleaned_up(process_co
     with pytest.raises(SandboxUnavailable, match="sandbox runtime"):
         await backend.create(TEST_LABELS)
     assert await backend.list_own() == []
-    assert list((config.socket_root / backend.instance).iterdir()) == []
+    assert [p.name for p in (config.socket_root / backend.instance).iterdir()] == [MARKER_NAME]
     await backend.close()
 
 
@@ -371,8 +372,9 @@ async def main():
     config = SandboxConfig(backend="process", socket_root=Path(sys.argv[1]), heartbeat_interval=0.1)
     backend = ProcessBackend(config, sys.argv[2])
     handle = await backend.create({})
-    reply = await RuntimeClient(handle.socket_path).request({"op": "ping"})
-    print(reply["pid"], handle.socket_path, flush=True)
+    socket_path = backend.socket_path(handle)
+    reply = await RuntimeClient(socket_path, backend.secret(handle)).request({"op": "ping"})
+    print(reply["pid"], socket_path, flush=True)
     await asyncio.sleep(60)
 
 asyncio.run(main())

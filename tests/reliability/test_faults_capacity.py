@@ -127,7 +127,7 @@ async def test_missing_sandbox_image_then_built(make_settings, sandbox_image: st
 @pytest.fixture
 def own_socket_root() -> Iterator[Path]:
     root = Path(f"/tmp/esxro-{RUN_ID}")  # short: Unix socket paths are limited to 107 bytes
-    root.mkdir(mode=0o777, exist_ok=True)
+    root.mkdir(mode=0o700, exist_ok=True)
     try:
         yield root
     finally:
