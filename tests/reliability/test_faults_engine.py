@@ -52,13 +52,14 @@ async def test_a_hung_engine_fails_requests_within_the_engine_timeout_and_starve
                 assert isinstance(result, SandboxUnavailable), result
                 assert "Docker engine" in str(result) or "did not answer" in str(result), result
             # What a request's clean-up asks of the engine: answered, and left for later.
-            handle = SandboxHandle(id="c0ffee", socket_path=str(socket_root / "x" / "runtime.sock"),
+            handle = SandboxHandle(id="c0ffee" * 10 + "c0ff", name="0123456789abcdef",
                                    backend="docker", instance=backend.instance)
+            backend._known[handle.id] = (handle.instance, handle.name)  # as if it had made it
             await backend.destroy(handle)
-            assert "c0ffee" in backend._unremoved
+            assert handle.id in backend._unremoved
             assert await backend.diagnose(handle) == "the Docker engine does not answer"
             with pytest.raises(SandboxUnavailable):
                 await backend.is_running(handle)
-        assert not list((socket_root / backend.instance).glob("*")), "socket dirs left behind"
+        assert not list((socket_root / backend.instance).glob("*/")), "socket dirs left behind"
     finally:
         backend._threads.shutdown(wait=False, cancel_futures=True)
