@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -482,3 +482,22 @@ class GatewayProcess:
     def client(self, token: str | None = None) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=60)
+
+
+def own_redis_db(redis_url: str, db: int) -> str:
+    """The suite's Redis at database ``db``, emptied: for a module's gateway of its own."""
+    url = redis_url.rsplit("/", 1)[0] + f"/{db}"
+    redis_sync.Redis.from_url(url).flushdb()
+    return url
+
+
+@contextmanager
+def gateway_process(settings: Settings, log_path: Path) -> Iterator[GatewayProcess]:
+    """A gateway process while the block runs; stopped and its sandboxes removed however it
+    ends."""
+    process = GatewayProcess(settings, TEST_LABELS, log_path).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        process.remove_sandboxes(settings.socket_root)

@@ -21,8 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from server.settings import Settings
-from tests.conftest import TEST_LABELS
-from tests.integration.gateway_fixtures import LIBRARY, GatewayProcess
+from tests.integration.gateway_fixtures import (
+    LIBRARY,
+    GatewayProcess,
+    gateway_process,
+    own_redis_db,
+)
 
 LIMIT = 64 * 1024
 SESSION_KEY = re.compile(r"^envscaler:session:[A-Za-z0-9_-]{16,64}(:calls|:call-ids|:lock)?$")
@@ -32,19 +36,12 @@ OTHER_KEYS = {"envscaler:sessions:live"}
 @pytest.fixture(scope="module")
 def gateway(redis_url: str, sandbox_image: str, socket_root: Path, catalogue_root: Path,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    own_db = redis_url.rsplit("/", 1)[0] + "/6"
-    redis_sync.Redis.from_url(own_db).flushdb()
-    settings = Settings(redis_url=own_db, catalogue=catalogue_root, sandbox_backend="docker",
-                        sandbox_image=sandbox_image, socket_root=socket_root, pool_size=1,
-                        max_sandboxes=16, call_timeout=3.0, max_request_bytes=LIMIT,
-                        log_level="WARNING", api_keys=[])
-    process = GatewayProcess(settings, TEST_LABELS, tmp_path_factory.mktemp("api") / "gw.log")
-    process.start()
-    try:
+    settings = Settings(redis_url=own_redis_db(redis_url, 6), catalogue=catalogue_root,
+                        sandbox_backend="docker", sandbox_image=sandbox_image,
+                        socket_root=socket_root, pool_size=1, max_sandboxes=16, call_timeout=3.0,
+                        max_request_bytes=LIMIT, log_level="WARNING", api_keys=[])
+    with gateway_process(settings, tmp_path_factory.mktemp("api") / "gw.log") as process:
         yield process
-    finally:
-        process.stop()
-        process.remove_sandboxes(socket_root)
 
 
 def assert_refused(response: httpx.Response, statuses: set[int]) -> dict[str, Any]:

@@ -20,8 +20,12 @@ import redis as redis_sync
 
 from server.settings import Settings
 from server.store import LIVE, calls_key, lock_key, session_key
-from tests.conftest import TEST_LABELS
-from tests.integration.gateway_fixtures import COUNTER, GatewayProcess
+from tests.integration.gateway_fixtures import (
+    COUNTER,
+    GatewayProcess,
+    gateway_process,
+    own_redis_db,
+)
 
 ADMIN = "admin-key-for-the-limits-tests"
 ARGUMENT_BYTES = 16_384
@@ -32,46 +36,36 @@ HEAD_TIMEOUT, BODY_TIMEOUT, CONNECTIONS = 1.5, 2.0, 6
 JSON = {"content-type": "application/json"}
 
 
-def start_gateway(db: int, redis_url: str, sandbox_image: str, socket_root: Path,
-                  catalogue_root: Path, log: Path, **overrides: Any) -> GatewayProcess:
-    url = redis_url.rsplit("/", 1)[0] + f"/{db}"
-    redis_sync.Redis.from_url(url).flushdb()
-    settings = Settings(redis_url=url, catalogue=catalogue_root, sandbox_backend="docker",
-                        sandbox_image=sandbox_image, socket_root=socket_root, pool_size=1,
-                        max_sandboxes=16, log_level="WARNING", **overrides)
-    return GatewayProcess(settings, TEST_LABELS, log).start()
+def limits_settings(db: int, redis_url: str, sandbox_image: str, socket_root: Path,
+                    catalogue_root: Path, **overrides: Any) -> Settings:
+    return Settings(redis_url=own_redis_db(redis_url, db), catalogue=catalogue_root,
+                    sandbox_backend="docker", sandbox_image=sandbox_image,
+                    socket_root=socket_root, pool_size=1, max_sandboxes=16, log_level="WARNING",
+                    **overrides)
 
 
 @pytest.fixture(scope="module")
 def gateway(redis_url: str, sandbox_image: str, socket_root: Path, catalogue_root: Path,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     """No API keys (loopback), small limits."""
-    process = start_gateway(
-        10, redis_url, sandbox_image, socket_root, catalogue_root,
-        tmp_path_factory.mktemp("limits") / "gw.log", api_keys=[], call_timeout=3.0,
+    settings = limits_settings(
+        10, redis_url, sandbox_image, socket_root, catalogue_root, api_keys=[], call_timeout=3.0,
         max_argument_bytes=ARGUMENT_BYTES, max_json_items=ITEMS, max_json_keys=KEYS,
         max_json_string=STRING, max_session_calls=SESSION_CALLS,
         max_trajectory_bytes=TRAJECTORY_BYTES, max_session_result_bytes=RESULT_BYTES,
         max_result_bytes=MAX_RESULT,
         header_timeout=HEAD_TIMEOUT, body_timeout=BODY_TIMEOUT, max_connections=CONNECTIONS)
-    try:
+    with gateway_process(settings, tmp_path_factory.mktemp("limits") / "gw.log") as process:
         yield process
-    finally:
-        process.stop()
-        process.remove_sandboxes(socket_root)
 
 
 @pytest.fixture(scope="module")
 def keyed_gateway(redis_url: str, sandbox_image: str, socket_root: Path, catalogue_root: Path,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    process = start_gateway(11, redis_url, sandbox_image, socket_root, catalogue_root,
-                            tmp_path_factory.mktemp("limits-keyed") / "gw.log",
-                            api_keys=[ADMIN], call_timeout=10.0)
-    try:
+    settings = limits_settings(11, redis_url, sandbox_image, socket_root, catalogue_root,
+                               api_keys=[ADMIN], call_timeout=10.0)
+    with gateway_process(settings, tmp_path_factory.mktemp("limits-keyed") / "gw.log") as process:
         yield process
-    finally:
-        process.stop()
-        process.remove_sandboxes(socket_root)
 
 
 def refused(response: httpx.Response, status: int, error_type: str) -> dict[str, Any]:

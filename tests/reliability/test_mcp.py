@@ -17,15 +17,20 @@ import httpx
 import httpx2
 import mcp_types as types
 import pytest
-import redis as redis_sync
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from server.embedded_redis import free_port
 from server.settings import Settings
-from tests.conftest import TEST_LABELS
-from tests.integration.gateway_fixtures import COUNTER, LIBRARY, REPO_ROOT, GatewayProcess
+from tests.integration.gateway_fixtures import (
+    COUNTER,
+    LIBRARY,
+    REPO_ROOT,
+    GatewayProcess,
+    gateway_process,
+    own_redis_db,
+)
 from tests.integration.serve_helpers import serve, serve_env, wait_for
 from tests.reliability.helpers import entries, state
 
@@ -35,9 +40,7 @@ CLIENTS = 16
 
 
 def _gateway_settings(redis_url: str, db: int, **values: Any) -> dict[str, Any]:
-    own_db = redis_url.rsplit("/", 1)[0] + f"/{db}"
-    redis_sync.Redis.from_url(own_db).flushdb()
-    return {"redis_url": own_db, "api_keys": [API_KEY], "call_timeout": CALL_TIMEOUT,
+    return {"redis_url": own_redis_db(redis_url, db), "api_keys": [API_KEY], "call_timeout": CALL_TIMEOUT,
             "max_sandboxes": 48, "pool_size": 4, "log_level": "WARNING", **values}
 
 
@@ -47,13 +50,8 @@ def gateway(redis_url: str, sandbox_image: str, socket_root: Path, catalogue_roo
     settings = Settings(**_gateway_settings(
         redis_url, 9, catalogue=catalogue_root, sandbox_backend="docker",
         sandbox_image=sandbox_image, socket_root=socket_root))
-    process = GatewayProcess(settings, TEST_LABELS, tmp_path_factory.mktemp("mcp") / "gw.log")
-    process.start()
-    try:
+    with gateway_process(settings, tmp_path_factory.mktemp("mcp") / "gw.log") as process:
         yield process
-    finally:
-        process.stop()
-        process.remove_sandboxes(socket_root)
 
 
 @pytest.fixture

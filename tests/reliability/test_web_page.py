@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +35,13 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from server.web import CONTENT_SECURITY_POLICY
-from tests.conftest import TEST_LABELS
 from tests.integration.gateway_fixtures import (
     COUNTER,
     LIBRARY,
     REPO_ROOT,
     GatewayProcess,
     build_catalogue,
+    gateway_process,
     running_gateway,
 )
 
@@ -109,21 +110,15 @@ def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WebDriv
         driver.quit()
 
 
-def start_gateway(make_settings: Callable[..., Any], tmp_path: Path,
-                  **overrides: Any) -> GatewayProcess:
-    settings = make_settings(pool_size=2, **overrides)
-    return GatewayProcess(settings, TEST_LABELS, tmp_path / "gateway.log").start()
+def web_gateway(make_settings: Callable[..., Any], tmp_path: Path,
+                **overrides: Any) -> AbstractContextManager[GatewayProcess]:
+    return gateway_process(make_settings(pool_size=2, **overrides), tmp_path / "gateway.log")
 
 
 @pytest.fixture
-def gateway(make_settings: Callable[..., Any], tmp_path: Path,
-            socket_root: Path) -> Iterator[GatewayProcess]:
-    process = start_gateway(make_settings, tmp_path)
-    try:
+def gateway(make_settings: Callable[..., Any], tmp_path: Path) -> Iterator[GatewayProcess]:
+    with web_gateway(make_settings, tmp_path) as process:
         yield process
-    finally:
-        process.stop()
-        process.remove_sandboxes(socket_root)
 
 
 def wait_until(driver: WebDriver, condition: Callable[[WebDriver], Any], what: str) -> Any:
@@ -354,10 +349,9 @@ def test_operator_view_shows_the_pool_and_the_calls_of_the_metrics(
 
 
 def test_with_api_keys_the_page_asks_for_a_key_and_keeps_it_for_the_tab_only(
-    browser: WebDriver, make_settings: Callable[..., Any], tmp_path: Path, socket_root: Path
+    browser: WebDriver, make_settings: Callable[..., Any], tmp_path: Path
 ) -> None:
-    gateway = start_gateway(make_settings, tmp_path, api_keys=[API_KEY])
-    try:
+    with web_gateway(make_settings, tmp_path, api_keys=[API_KEY]) as gateway:
         browser.get(f"{gateway.url}/ui/")
         wait_until(browser, lambda d: d.find_element(By.ID, "auth").is_displayed(), "key asked")
         assert browser.find_elements(By.CSS_SELECTOR, "#env-list button.env") == []
@@ -379,9 +373,6 @@ def test_with_api_keys_the_page_asks_for_a_key_and_keeps_it_for_the_tab_only(
         wait_until(browser, lambda d: d.find_element(By.ID, "auth").is_displayed(),
                    "the key asked again in a new tab")
         assert [line for line in console_problems(browser) if " 401 " not in line] == []
-    finally:
-        gateway.stop()
-        gateway.remove_sandboxes(socket_root)
 
 
 async def test_the_page_is_off_when_web_ui_is_false(make_settings: Callable[..., Any]) -> None:
