@@ -1,13 +1,17 @@
-"""Several gateway processes on one port, each with a listening socket of its own
-(``SO_REUSEPORT``), under a small supervisor that restarts a worker that dies, with a backoff,
-and gives up on one that keeps dying (`RestartPolicy`).
+"""Several gateway processes on one port under a small supervisor that accepts the connections
+and deals them to the workers in turn, restarts a worker that dies, with a backoff, and gives up
+on one that keeps dying (`RestartPolicy`).
 
-Why not uvicorn's ``--workers``: there every worker waits on one shared listening socket, and the
-one that wakes first accepts every pending connection. A client that opens its connections at
-once (a rollout batch, a load generator) can find all of them on one worker, which saturates its
-core while the others idle: measured with ``envscaler bench``, 64 connections gave 1,250 calls/s
-on some runs and 1,600 on others. With a socket per worker the kernel spreads new connections
-over the workers by a hash of their addresses.
+Why deal: a keep-alive connection stays on the worker that took it, so connections must be
+spread evenly. With uvicorn's ``--workers`` every worker waits on one shared listening socket and
+the one that wakes first accepts every pending connection (64 connections opened at once could
+all land on one worker, saturating its core while the others idle). With a socket per worker
+(``SO_REUSEPORT``) the kernel spreads them by a hash of their addresses: 64 connections split
+27 : 37 as often as 32 : 32, and the busier worker's requests waited a third longer (validations
+at 64 concurrent: p50 159 ms, p99 356 ms, one worker's requests at ~130 ms, the other's at ~220).
+The supervisor's acceptor hands each connection (``SCM_RIGHTS`` over a socket pair) to the next
+worker, which serves it as if it had accepted it (`DealtServer`): an even split, for one
+``accept`` and one message per connection.
 
 Nothing outlives the supervisor: each worker arms ``PR_SET_PDEATHSIG`` (SIGTERM: a clean
 shutdown that removes its sandboxes) when it starts, and kills itself ``ORPHAN_GRACE`` seconds
@@ -22,7 +26,9 @@ next supervisor that starts: a supervisor holds a ``flock`` on its directory whi
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
+import functools
 import logging
 import multiprocessing
 import os
@@ -34,6 +40,8 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from multiprocessing import reduction
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
@@ -48,6 +56,7 @@ from server.metrics import MULTIPROC_DIR_ENV
 log = logging.getLogger("envscaler.server.workers")
 
 BACKLOG = 2048
+DEAL_POLL = 0.5  # seconds: how often the acceptor looks whether the supervisor is stopping
 STARTUP_FAILURE = 3  # uvicorn's exit status when the application does not start
 STOP_TIMEOUT = 30.0
 ORPHAN_GRACE = 10.0
@@ -63,23 +72,51 @@ def default_count() -> int:
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to (host, port) that other processes of this user may bind too."""
+    """A TCP socket bound to (host, port), and only this one: no other process may join it."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     return sock
 
 
-def _worker(host: str, port: int, config: dict[str, Any], supervisor: int) -> None:
+class DealtServer(uvicorn.Server):
+    """uvicorn serving the connections its supervisor deals it, with no listening socket."""
+
+    def __init__(self, config: uvicorn.Config, channel: Connection) -> None:
+        super().__init__(config)
+        self.channel = channel
+        self.opening: set[asyncio.Task[Any]] = set()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=[])
+        protocol = functools.partial(self.config.http_protocol_class, config=self.config,
+                                     server_state=self.server_state,
+                                     app_state=self.lifespan.state)
+        loop = asyncio.get_running_loop()
+        loop.add_reader(self.channel.fileno(), self._take, loop, protocol)
+
+    def _take(self, loop: asyncio.AbstractEventLoop, protocol: Any) -> None:
+        try:
+            fd = reduction.recv_handle(self.channel)
+        except (EOFError, OSError):  # the supervisor is gone: the orphan watch ends this one
+            loop.remove_reader(self.channel.fileno())
+            return
+        task = loop.create_task(loop.connect_accepted_socket(protocol, socket.socket(fileno=fd)))
+        self.opening.add(task)
+        task.add_done_callback(self.opening.discard)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        asyncio.get_running_loop().remove_reader(self.channel.fileno())
+        await super().shutdown(sockets)
+
+
+def _worker(channel: Connection, config: dict[str, Any], supervisor: int) -> None:
     die_with_parent(supervisor, signal.SIGTERM)
     threading.Thread(target=_kill_when_orphaned, args=(supervisor,), daemon=True,
                      name="envscaler-orphan-watch").start()
-    sock = listening_socket(host, port)
-    sock.listen(BACKLOG)
-    server = uvicorn.Server(uvicorn.Config(**config))
-    server.run(sockets=[sock])
+    server = DealtServer(uvicorn.Config(**config), channel)
+    server.run()
     if not server.started:  # its lifespan failed: a crash to the supervisor, not a clean exit
         sys.exit(STARTUP_FAILURE)
 
@@ -144,13 +181,24 @@ class WorkersFailing(RuntimeError):
 
 @dataclass
 class _Slot:
-    """One worker's place: its process, when it started, its failures in a row, and when it
-    is due to be started again (None: it runs)."""
+    """One worker's place: its process, the channel its connections are dealt on, when it
+    started, its failures in a row, and when it is due to be started again (None: it runs)."""
 
     process: BaseProcess
+    channel: Connection
     started: float
     failures: int = 0
     restart_at: float | None = None
+
+    def deal(self, connection: socket.socket) -> bool:
+        """Hand ``connection`` to this slot's worker; False when it cannot take it now."""
+        if self.restart_at is not None:
+            return False
+        try:
+            reduction.send_handle(self.channel, connection.fileno(), self.process.pid)
+            return True
+        except OSError:  # it died (restarted by the supervisor's loop)
+            return False
 
 
 class Supervisor:
@@ -167,34 +215,63 @@ class Supervisor:
         self.slots: list[_Slot] = []
         self.stopping = False
 
-    def _start(self) -> BaseProcess:
-        process = self.context.Process(
-            target=_worker, args=(self.host, self.port, self.config, os.getpid()),
-            name="envscaler-gateway-worker")
+    def _start(self) -> tuple[BaseProcess, Connection]:
+        ours, theirs = self.context.Pipe()
+        process = self.context.Process(target=_worker, args=(theirs, self.config, os.getpid()),
+                                       name="envscaler-gateway-worker")
         process.start()
-        return process
+        theirs.close()
+        return process, ours
+
+    def _deal_forever(self, listener: socket.socket) -> None:
+        """Accept every connection and hand it to the next worker that can take it (in turn).
+        Each is closed here once dealt: the worker holds its own descriptor."""
+        listener.settimeout(DEAL_POLL)
+        turn = 0
+        while not self.stopping:
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError as exc:  # e.g. too many open files: the client sees a reset
+                log.error("accepting a connection failed: %s", exc)
+                time.sleep(DEAL_POLL)
+                continue
+            with connection:
+                for _ in range(len(self.slots)):
+                    slot, turn = self.slots[turn % len(self.slots)], turn + 1
+                    if slot.deal(connection):
+                        break
+                else:
+                    log.error("no gateway worker could take a connection; closing it")
 
     def _stop(self, signum: int, _frame: Any) -> None:
         self.stopping = True
 
     def run(self) -> None:
         configure_logging(str(self.config.get("log_level", "INFO")))
-        # Held (bound, never listening) for as long as the supervisor runs: a port taken by
-        # another program fails here, once, with a clear error, not in every worker forever.
-        guard = listening_socket(self.host, self.port)
+        # A port taken by another program fails here, once, with a clear error.
+        listener = listening_socket(self.host, self.port)
+        listener.listen(BACKLOG)
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self._stop)
         metrics_dir, metrics_lock = _locked_metrics_dir()
         os.environ[MULTIPROC_DIR_ENV] = metrics_dir  # inherited by the workers
+        dealer = threading.Thread(target=self._deal_forever, args=(listener,), daemon=True,
+                                  name="envscaler-dealer")
         try:
-            self.slots = [_Slot(self._start(), time.monotonic()) for _ in range(self.count)]
+            self.slots = [_Slot(*self._start(), time.monotonic()) for _ in range(self.count)]
             log.info("gateway workers started pids=%s", [s.process.pid for s in self.slots])
+            dealer.start()
             while not self.stopping:
                 time.sleep(0.2)
                 self._restart_dead()
         finally:
+            self.stopping = True
+            if dealer.is_alive():
+                dealer.join()
+            listener.close()
             self._stop_all()
-            guard.close()
             shutil.rmtree(metrics_dir, ignore_errors=True)
             os.close(metrics_lock)
 
@@ -207,7 +284,9 @@ class Supervisor:
                 return
             if slot.restart_at is not None:
                 if now >= slot.restart_at:
-                    slot.process, slot.started, slot.restart_at = self._start(), now, None
+                    slot.channel.close()
+                    (slot.process, slot.channel), slot.started = self._start(), now
+                    slot.restart_at = None
                 continue
             worker = slot.process
             if worker.is_alive():

@@ -64,8 +64,8 @@ def test_connections_opened_at_once_are_spread_over_the_workers(gateway: Served)
     port, _ = gateway
     spread = _instances_of(port, CONNECTIONS)
     assert len(spread) == WORKERS, spread
-    # a hash over 32 connections: fewer than 4 on a worker has a chance of about one in a million
-    assert min(spread.values()) >= 4, spread
+    # dealt in turn by the supervisor, not hashed: as even as the count allows
+    assert max(spread.values()) - min(spread.values()) <= 1, spread
 
 
 def test_a_worker_that_dies_is_replaced_and_sigterm_stops_all(gateway: Served) -> None:
