@@ -26,12 +26,12 @@ from docker.errors import APIError, NotFound
 from bench.http import HttpConnection
 from bench.procstat import descendants
 from server.embedded_redis import EmbeddedRedis, free_port
+from server.workers import default_count
 
 READY_TIMEOUT = 180.0
 STOP_TIMEOUT = 60.0
 SOCKET_ROOT_LABEL = "envscaler.socket-root"
 LEASE_EXPIRED = "session lock lease ran out before release"  # the gateway's warning, one a line
-TCP_LISTEN = "0A"  # the state column of /proc/net/tcp
 
 
 @dataclass
@@ -59,6 +59,11 @@ class Gateway:
         self.docker = docker.from_env(timeout=120)
 
     @property
+    def workers(self) -> int:
+        """Its worker processes: as asked, else `envscaler serve`'s default on this machine."""
+        return self.options.workers or default_count()
+
+    @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
@@ -74,9 +79,8 @@ class Gateway:
                "ENVSCALER_SOCKET_ROOT": str(self.socket_root), "ENVSCALER_LOG_LEVEL": o.log_level,
                "ENVSCALER_STATE_DIR": str(self.scratch / "state"), **o.env}
         env.pop("ENVSCALER_API_KEYS", None)
-        command = [sys.executable, "-m", "envscaler_cli", "serve", "--port", str(self.port)]
-        if o.workers is not None:
-            command += ["--workers", str(o.workers)]
+        command = [sys.executable, "-m", "envscaler_cli", "serve", "--port", str(self.port),
+                   "--workers", str(self.workers)]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(command, env=env, stdout=log, stderr=log,
                                             start_new_session=True)
@@ -93,8 +97,7 @@ class Gateway:
     def wait_ready(self, pool_full: bool = True, timeout: float = READY_TIMEOUT) -> dict[str, Any]:
         """Until every worker answers /readyz (with a full warm pool when ``pool_full``);
         {instance: pool level}. Workers are told apart by the instance id in the answer, on a
-        fresh connection each time (the kernel hands connections to workers as it likes). With
-        the default worker count, the workers are the sockets listening on the port."""
+        fresh connection each time (the supervisor deals connections to its workers in turn)."""
         deadline = time.monotonic() + timeout
         seen: dict[str, dict[str, Any]] = {}
         while time.monotonic() < deadline:
@@ -107,11 +110,10 @@ class Gateway:
                     seen[ready["instance"]] = ready["pool"]
             except (OSError, ValueError):
                 pass
-            workers = self.options.workers or self.listeners()
             full = [i for i, p in seen.items() if not pool_full or p["ready"] >= p["target"]]
-            if workers and len(seen) >= workers and len(full) >= workers:
+            if len(seen) >= self.workers and len(full) >= self.workers:
                 return seen
-            if workers and len(seen) >= workers:
+            if len(seen) >= self.workers:
                 seen.clear()  # look again for fresh pool levels
             time.sleep(0.1)
         raise RuntimeError(f"the gateway was not ready within {timeout:g} s; see {self.log_path}")
@@ -120,15 +122,6 @@ class Gateway:
         if self.process is None or self.process.poll() is not None:
             tail = self.log_path.read_text(errors="replace")[-3000:] if self.log_path.exists() else ""
             raise RuntimeError(f"the gateway exited:\n{tail}")
-
-    def listeners(self) -> int:
-        """Sockets listening on the gateway's port: one per worker, each with its own
-        (``server.workers``); a single worker listens only once its application started, and a
-        supervisor's workers bind theirs long before their warm pools are full."""
-        port = f":{self.port:04X}"
-        rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
-        return sum(1 for row in rows
-                   if (fields := row.split())[1].endswith(port) and fields[3] == TCP_LISTEN)
 
     def log_count(self, text: str) -> int:
         """Lines of the gateway's log (every worker's) holding ``text``."""
