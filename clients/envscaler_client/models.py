@@ -19,7 +19,7 @@ class _Model(BaseModel):
 # ---------------------------------------------------------------- health
 
 class Health(_Model):
-    ok: bool
+    ok: bool = True
     instance: str
 
 
