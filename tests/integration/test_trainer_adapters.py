@@ -1,13 +1,15 @@
 """The trainer adapters against a live gateway serving the whole catalogue (real Redis, real
 Docker sandboxes).
 
-TRL: ``GRPOTrainer`` needs torch, which this suite does not install, so its use of an
-``environment_factory`` class is replayed step by step as TRL 1.16 does it (tools listed with
-``inspect.getmembers(type(env), inspect.isfunction)``, ``reset(**row)``, ``tool(**arguments)``,
-``get_reward()``), with transformers' own ``get_json_schema`` (what TRL renders tools with) run on
-every method of every environment. verl (torch and Ray) is replaced by a stand-in written from
-its published interfaces (``tests/fixtures/verl_contract``). Each adapter plays reference
-episodes to reward 1.0.
+TRL: a real ``GRPOTrainer`` (TRL 1.16, on the CPU) trains one step on a scenario with a tiny
+random model and tokenizer built here (nothing is downloaded). TRL probes the environment class for
+its tools, renders them into the prompt, calls ``reset(**row)``, parses the model's tool calls,
+runs them on the adapter's methods and scores each rollout with ``get_reward``: all of it TRL's own
+code. Only the first turn of each rollout is scripted, through TRL's ``rollout_func`` hook: the
+reference solution's calls in one rollout, a plain answer in the other. The other TRL tests replay
+its use of the class step by step (with transformers' own ``get_json_schema``) on every
+environment. verl (torch and Ray) is replaced by a stand-in written from its published interfaces
+(``tests/fixtures/verl_contract``). Each adapter plays reference episodes to reward 1.0.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ import importlib
 import inspect
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import torch
+from datasets import Dataset
 from envscaler_client import NotFoundError
 from envscaler_client.adapters.rows import scenario_rows, verl_rows
 from envscaler_client.adapters.trl import (
@@ -30,7 +34,11 @@ from envscaler_client.adapters.trl import (
     environment_factory,
     rows_for_factories,
 )
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 from transformers.utils import get_json_schema
+from trl import GRPOConfig, GRPOTrainer
+from trl.chat_template_utils import qwen3_chat_template
 
 from tests.integration.gateway_fixtures import REPO_ROOT
 from tests.integration.live_gateway import LiveGateway, gateway_settings, running_gateway
@@ -156,6 +164,134 @@ def test_a_dict_of_factories_routes_rows_by_environment(gateway: LiveGateway) ->
                 tool["function"]["name"] for tool in environment._open_session().tools)
     with factories["library_loans"]() as environment, pytest.raises(ValueError, match="serves"):
         environment.reset(**{k: v for k, v in rows[1].items() if k != "environment"})
+
+
+TRAINED_SCENARIO = ("library_loans", "library_loans-001")
+TURN_MARKERS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+TEMPLATE_TAGS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>",
+                 "</tool_response>"]
+"""What Qwen3's tokenizer adds to its vocabulary: turn markers (special tokens) and its chat
+template's tags (plain tokens, which a completion decodes with)."""
+
+
+def tiny_tokenizer(corpus: list[str]) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer trained on ``corpus`` (any text round-trips), with Qwen3's
+    tokens and the Qwen3 chat template TRL ships, which TRL knows how to parse tool calls from."""
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=2048, special_tokens=TURN_MARKERS, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        chat_template=qwen3_chat_template, clean_up_tokenization_spaces=False)
+    tokenizer.add_tokens(TEMPLATE_TAGS)
+    return tokenizer
+
+
+def tiny_model(vocab_size: int) -> Qwen3ForCausalLM:
+    """A randomly initialised one-layer Qwen3, small enough for a training step on the CPU."""
+    torch.manual_seed(0)
+    return Qwen3ForCausalLM(Qwen3Config(
+        vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+        max_position_embeddings=32768, tie_word_embeddings=True))
+
+
+def tool_call_turn(steps: list[dict[str, Any]]) -> str:
+    """An assistant turn making ``steps``' calls, as Qwen3 writes them."""
+    return "\n".join("<tool_call>\n" + json.dumps({"name": step["name"],
+                                                   "arguments": step["arguments"]})
+                     + "\n</tool_call>" for step in steps) + "<|im_end|>"
+
+
+def scripted_rollout(first_turns: list[str], prompts_seen: list[str]
+                     ) -> Callable[[list[Any], GRPOTrainer], dict[str, Any]]:
+    """GRPOTrainer's ``rollout_func``: the prompts as TRL renders them (its own
+    ``_tokenize_prompts``: each with its environment's tools), and ``first_turns[i]`` as rollout
+    i's first turn. TRL parses that turn, runs its tool calls and lets the model go on."""
+    def rollout(prompts: list[Any], trainer: GRPOTrainer) -> dict[str, Any]:
+        assert len(prompts) == len(first_turns)
+        prompt_ids, _, _ = trainer._tokenize_prompts(prompts)
+        tokenizer = trainer.processing_class
+        prompts_seen.extend(tokenizer.decode(ids) for ids in prompt_ids)
+        completion_ids = [tokenizer.encode(turn, add_special_tokens=False) for turn in first_turns]
+        return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None}
+    return rollout
+
+
+def rendered_tools(prompt: str) -> dict[str, dict[str, Any]]:
+    """The tool schemas a Qwen3 prompt lists between ``<tools>`` and ``</tools>``, by name."""
+    block = prompt.split("<tools>\n", 1)[1].split("\n</tools>", 1)[0]
+    functions = [json.loads(line).get("function") for line in block.splitlines()]
+    return {function["name"]: function for function in functions}
+
+
+def test_trl_grpo_trainer_trains_a_step_on_a_session(
+        gateway: LiveGateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    env, scenario = TRAINED_SCENARIO
+    where = {"url": gateway.url, "api_key": gateway.api_key}
+    row = next(row for row in scenario_rows(env, seeds=2, **where)
+               if (row["scenario"], row["seed"]) == (scenario, 1))
+    reference = solutions(env)[scenario]
+    tokenizer = tiny_tokenizer([(CATALOGUE / env / name).read_text()
+                                for name in ("env.json", "scenarios.jsonl")])
+    model = tiny_model(len(tokenizer))
+    before = [parameter.detach().clone() for parameter in model.parameters()]
+    prompts_seen: list[str] = []
+    environment_class = environment_factory(env, **where)
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer, train_dataset=Dataset.from_list([row]),
+        environment_factory=environment_class,
+        rollout_func=scripted_rollout([tool_call_turn(reference), "I cannot help.<|im_end|>"],
+                                      prompts_seen),
+        args=GRPOConfig(
+            output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2,
+            num_generations=2, max_completion_length=4096, learning_rate=1e-3, seed=0,
+            # the random model's own turns: a few tokens, never a tool call
+            generation_kwargs={"max_new_tokens": 4,
+                               "suppress_tokens": tokenizer.convert_tokens_to_ids(TEMPLATE_TAGS)},
+            use_cpu=True, bf16=False, gradient_checkpointing=False, report_to="none",
+            logging_steps=1, save_strategy="no", dataloader_num_workers=0))
+    try:
+        trainer.train()
+        played = [environment._open_session() for environment in trainer.environments]
+        tools = {tool["function"]["name"]: tool for tool in played[0].tools}
+        assert sorted(method.__name__ for method in trainer._env_tools[None]) == sorted(tools)
+        for prompt in prompts_seen:
+            assert row["prompt"][-1]["content"] in prompt
+            shown = rendered_tools(prompt)
+            assert sorted(shown) == sorted(tools)
+            for name, function in shown.items():
+                function.pop("return", None)
+                assert normalized({"type": "function", "function": function}) == \
+                    as_transformers_sees(tools[name]), name
+        for session in played:  # TRL's reset(**row) moved each rollout's session to the row
+            info = session.info()
+            assert (info.env, info.scenario, info.seed) == (env, scenario, 1)
+        calls = [(call.name, call.arguments) for call in played[0].trajectory().calls]
+        assert calls == [(step["name"], step["arguments"]) for step in reference]
+        assert played[1].trajectory().calls == []
+        completion = trainer._logs["completion"][0]
+        results = [json.loads(message["content"]) for message in completion
+                   if message["role"] == "tool"]
+        assert len(results) == len(reference)
+        assert all("error" not in result for result in results), results
+        # GRPOTrainer's reward column for the environment class: get_reward on each rollout
+        rewards = list(trainer._logs["rewards"][environment_class.__name__])
+        assert rewards[0] == 1.0
+        assert rewards[1] == played[1].validate().reward < 1.0
+        assert trainer.state.global_step == 1
+        # the rewards differ, so the advantages do, and the step moved the weights
+        assert any(not torch.equal(old, new.detach())
+                   for old, new in zip(before, model.parameters(), strict=True))
+    finally:
+        for environment in trainer._environment_pool[None]:
+            environment.__exit__(None, None, None)
+    for session in played:
+        assert session_status(gateway, session.id) == "closed"
 
 
 class ReferenceModel:
