@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sandbox.errors import SandboxUnavailable
+from sandbox.secretfile import private_secret
 
 HEARTBEATS = "instances"
 KEY_NAME = "key"
@@ -96,26 +97,11 @@ def service_key(root: Path) -> bytes:
     """The key every gateway on this root derives sandbox secrets from, created once (an
     exclusive link, so that concurrent instances agree on one)."""
     path = root / KEY_NAME
-    if not path.exists():
-        staged = root / f".{KEY_NAME}.{os.getpid()}.{secrets.token_hex(4)}"
-        descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(descriptor, secrets.token_bytes(KEY_BYTES))
-        finally:
-            os.close(descriptor)
-        try:
-            os.link(staged, path)
-        except FileExistsError:
-            pass  # another instance made it first: use theirs
-        finally:
-            staged.unlink()
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
-        info = os.fstat(descriptor)
-        key = os.read(descriptor, KEY_BYTES + 1)
-    finally:
-        os.close(descriptor)
-    if info.st_uid != os.geteuid() or info.st_mode & 0o077 or len(key) != KEY_BYTES:
+        key = private_secret(path, lambda: secrets.token_bytes(KEY_BYTES), KEY_BYTES + 1)
+    except PermissionError:
+        key = b""
+    if len(key) != KEY_BYTES:
         raise UnsafeSocketRoot(f"refusing the service key {path}: it must be {KEY_BYTES} bytes, "
                                "owned by this service's user and readable by no one else")
     return key

@@ -33,10 +33,12 @@ from pathlib import Path
 import redis
 
 from sandbox.runtime.contain import die_with_parent
+from sandbox.secretfile import private_secret
 
 STARTUP_TIMEOUT = 10.0
 LOCK_NAME = "redis.lock"
 PASSWORD_NAME = "redis.password"
+MAX_PASSWORD_BYTES = 4096  # a password read back: ours are 65 bytes
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -71,23 +73,13 @@ def _password(directory: Path) -> str:
     else owns or may read is refused: its password would not be a secret."""
     path = directory / PASSWORD_NAME
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
-    except FileExistsError:
-        pass
-    else:
-        password = secrets.token_hex(32)
-        with os.fdopen(fd, "w") as file:
-            file.write(password + "\n")
-        return password
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd) as file:
-        status = os.fstat(file.fileno())
-        if status.st_uid != os.geteuid() or status.st_mode & 0o077:
-            raise EmbeddedRedisError(
-                f"{path} must belong to this user and be readable by it alone (mode 0600); "
-                "remove it and a new password is made")
-        password = file.read().strip()
+        secret = private_secret(path, lambda: f"{secrets.token_hex(32)}\n".encode(),
+                                MAX_PASSWORD_BYTES)
+    except PermissionError:
+        raise EmbeddedRedisError(
+            f"{path} must belong to this user and be readable by it alone (mode 0600); "
+            "remove it and a new password is made") from None
+    password = secret.decode(errors="replace").strip()
     if not password:
         raise EmbeddedRedisError(f"{path} is empty; remove it and a new password is made")
     return password
