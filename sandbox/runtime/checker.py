@@ -2,15 +2,16 @@
 
 Rewards must not be forgeable by the code they judge, so checks never run where environment code
 ran: a checker is its own locked-down sandbox that never loads an environment. It receives the
-initial and final state as JSON and the check sources and parses the states once. A fork of this
-warm interpreter costs about a millisecond, against ~12 ms for a fresh interpreter, and a
+initial and final state as JSON texts, and the check sources, which it compiles once. A fork of
+this warm interpreter costs about a millisecond, against ~12 ms for a fresh interpreter, and a
 validation costs one fork when its checks answer: a first pass runs them all in one child, each
 on states freshly parsed from their JSON texts, with the builtins restored and under a CPU timer
 of its own budget. (The checker itself never parses the states: objects it held would be pages
-that the parent and child both copy on their first write.) Every check that does not answer a bool there (it raised, ran out of budget, ended the
-child, or was never reached) is judged again alone, in a child of its own, so every error is the
-one the check earns by itself. (A check that patches a module can still sway the checks after it
-in its own checklist's first pass; never another validation's.) Each child has
+that the parent and child both copy on their first write.) Every check that does not answer a
+bool there (it raised, ran out of budget, ended the child, or was never reached) is judged again
+alone, in a child of its own, so every error is the one the check earns by itself. (A check that
+patches a module can still sway the checks after it in its own checklist's first pass; never
+another validation's.) Each child has
 
 - a CPU-time budget (``RLIMIT_CPU``, and the exact figure from ``wait4``), so a verdict never
   depends on how busy the machine is;
@@ -152,13 +153,11 @@ class Checker:
         out of budget, or was never reached) is judged again alone, in a child of its own."""
         _validate(checks, budget)
         verdicts, codes = _compile_all(checks)
-        runnable = list(codes)
         try:
-            first = self._first_pass([codes[i] for i in runnable], initial_state, final_state,
-                                     budget)
-            for index, verdict in zip(runnable, first, strict=True):
+            first = self._first_pass(list(codes.values()), initial_state, final_state, budget)
+            for index, verdict in zip(codes, first, strict=True):
                 verdicts[index] = verdict
-            again = [index for index in runnable if verdicts[index] is None]
+            again = [index for index in codes if verdicts[index] is None]
             if again:
                 self._clear()  # what the first pass started holds no process slot any more
             children = [self._fork([codes[index]], initial_state, final_state, budget)
