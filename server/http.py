@@ -26,8 +26,8 @@ TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\
 
 
 def _timed_out(part: str, setting: str) -> bytes:
-    body = json.dumps({"ok": False, "error": {
-        "type": "Timeout", "message": f"the request {part} did not arrive within {setting} seconds"}})
+    message = f"the request {part} did not arrive within {setting} seconds"
+    body = json.dumps({"ok": False, "error": {"type": "Timeout", "message": message}})
     return TIMED_OUT % (len(body), body.encode())
 
 
