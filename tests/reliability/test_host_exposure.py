@@ -18,8 +18,7 @@ import redis
 
 from sandbox.config import parse_size
 from server.settings import Settings
-from tests.conftest import TEST_LABELS
-from tests.integration.gateway_fixtures import GatewayProcess
+from tests.integration.gateway_fixtures import GatewayProcess, gateway_process
 from tests.reliability.helpers import call, engine, new_session
 
 LOG_SIZE = "256k"
@@ -48,15 +47,11 @@ def stage(request: pytest.FixtureRequest, redis_url: str, sandbox_image: str, so
         socket_root=socket_root, pool_size=1, max_sandboxes=16, call_timeout=10.0,
         api_keys=[key], log_level="WARNING")
     log_path = tmp_path_factory.mktemp("host-exposure") / "gateway.log"
-    gateway = GatewayProcess(settings, TEST_LABELS, log_path).start()
-    try:
+    with gateway_process(settings, log_path) as gateway:
         created = httpx.post(gateway.url + "/v1/sessions", json={"env": "counter_lab"},
                              headers={"Authorization": f"Bearer {key}"}, timeout=30)
         assert created.status_code == 201, created.text
         yield Stage(gateway, key, created.json()["session_id"], private_redis)
-    finally:
-        gateway.stop()
-        gateway.remove_sandboxes(socket_root)
 
 
 @pytest.fixture
