@@ -268,10 +268,10 @@ class Supervisor:
                 self._restart_dead()
         finally:
             self.stopping = True
+            self._stop_all()  # first: the workers need not wait for the acceptor to notice
             if dealer.is_alive():
                 dealer.join()
             listener.close()
-            self._stop_all()
             shutil.rmtree(metrics_dir, ignore_errors=True)
             os.close(metrics_lock)
 
