@@ -1,0 +1,150 @@
+"""The large-state figures: `order_desk` (``bench/envs/order_desk``, an order-management back
+office) served with a generated database of 1, 3 and 30 MB beside a small environment on the same
+gateway: open, a read-only call, a state read, a solved episode's validation, and what Redis keeps
+per closed session.
+
+The databases are generated here, deterministically, into a scratch catalogue (never committed);
+each size is one scenario whose reference solution cancels one order and re-addresses another.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.http import HttpConnection
+from bench.stats import summary
+
+ENV_ID = "order_desk"
+ENV_DIR = Path(__file__).parent / "envs" / ENV_ID
+SIZES_MB = (1, 3, 30)
+PRODUCTS = 400
+ORDERS_PER_CUSTOMER = 8
+NEW_ADDRESS = "17 Harbour Lane, Portsmouth PO1 3AX"
+SOLUTION = [{"name": "get_customer", "arguments": {"customer_id": "C-000001"}},
+            {"name": "list_customer_orders",
+             "arguments": {"customer_id": "C-000001", "status": "placed"}},
+            {"name": "cancel_order", "arguments": {"order_id": "O-0000001"}},
+            {"name": "update_shipping_address",
+             "arguments": {"order_id": "O-0000002", "shipping_address": NEW_ADDRESS}}]
+
+
+@dataclass(frozen=True)
+class Sized:
+    """One generated scenario: its id and the bytes of its state as JSON."""
+
+    scenario: str
+    state_bytes: int
+
+
+def scenario_id(megabytes: float) -> str:
+    return f"{ENV_ID}-{megabytes:g}mb"
+
+
+def _orders(rng: random.Random, products: dict[str, Any], budget: int) -> Iterator[dict[str, Any]]:
+    """Orders until their JSON reaches ``budget`` bytes; the first two are the task's, placed."""
+    skus, used, number = sorted(products), 0, 0
+    statuses = ("placed", "shipped", "delivered", "delivered", "cancelled")
+    while used < budget:
+        number += 1
+        items = [{"sku": sku, "quantity": rng.randint(1, 4), "unit_price": products[sku]["price"]}
+                 for sku in rng.sample(skus, rng.randint(1, 4))]
+        order = {"order_id": f"O-{number:07d}",
+                 "customer_id": f"C-{(number - 1) // ORDERS_PER_CUSTOMER + 1:06d}",
+                 "status": "placed" if number <= 2 else rng.choice(statuses), "items": items,
+                 "total": round(sum(i["quantity"] * i["unit_price"] for i in items), 2),
+                 "shipping_address": f"{rng.randint(1, 999)} Market Street, Leeds LS{number % 30}",
+                 "created": f"2026-{rng.randint(1, 10):02d}-{rng.randint(1, 28):02d}"}
+        used += len(json.dumps(order))
+        yield order
+
+
+def database(megabytes: float, seed: int = 7) -> dict[str, Any]:
+    rng = random.Random(seed)
+    products = {f"P-{n:04d}": {"sku": f"P-{n:04d}", "name": f"Product {n}",
+                               "price": round(rng.uniform(2, 300), 2), "stock": rng.randint(0, 500)}
+                for n in range(1, PRODUCTS + 1)}
+    orders = {o["order_id"]: o for o in _orders(rng, products, int(megabytes * 1_000_000))}
+    customers = {f"C-{n:06d}": {"customer_id": f"C-{n:06d}", "name": f"Customer {n}",
+                                "email": f"customer{n}@shop.example",
+                                "tier": "gold" if n % 7 == 0 else "standard"}
+                 for n in range(1, len(orders) // ORDERS_PER_CUSTOMER + 2)}
+    return {"customers": customers, "products": products, "orders": orders}
+
+
+def _check(name: str, body: str) -> dict[str, str]:
+    return {"item": name, "check_func": f"def check_func(final_state):\n    {body}\n"}
+
+
+def scenario(megabytes: float) -> dict[str, Any]:
+    state = database(megabytes)
+    first = state["orders"]["O-0000001"]
+    restocked = {i["sku"]: state["products"][i["sku"]]["stock"] + i["quantity"]
+                 for i in first["items"]}
+    cancelled = sum(o["status"] == "cancelled" for o in state["orders"].values()) + 1
+    checks = [
+        _check("Has order O-0000001 been cancelled?",
+               'return final_state["orders"]["O-0000001"]["status"] == "cancelled"'),
+        _check("Are its items back in stock?",
+               f'return all(final_state["products"][s]["stock"] == n for s, n in {restocked!r}.items())'),
+        _check("Does order O-0000002 ship to the new address?",
+               f'return final_state["orders"]["O-0000002"]["shipping_address"] == {NEW_ADDRESS!r}'),
+        _check("Was no other order cancelled?",
+               'return sum(o["status"] == "cancelled" for o in final_state["orders"].values()) '
+               f'== {cancelled}')]
+    return {"id": scenario_id(megabytes), "split": "eval",
+            "task": "Customer C-000001 asks to cancel order O-0000001 and to ship order O-0000002 "
+                    f"to {NEW_ADDRESS}.",
+            "init_config": state, "checklist": checks, "solution": SOLUTION}
+
+
+def write_catalogue(root: Path, sizes: tuple[float, ...] = SIZES_MB,
+                    beside: tuple[Path, ...] = ()) -> list[Sized]:
+    """A catalogue at ``root``: `order_desk` with one scenario per size, and copies of the
+    environment folders ``beside`` (the small environment to compare with)."""
+    folder = root / ENV_ID
+    folder.mkdir(parents=True)
+    for name in ("env.py", "env.json"):
+        shutil.copyfile(ENV_DIR / name, folder / name)
+    for env_dir in beside:
+        shutil.copytree(env_dir, root / env_dir.name)
+    sized = []
+    with (folder / "scenarios.jsonl").open("w") as out:
+        for megabytes in sizes:
+            line = scenario(megabytes)
+            sized.append(Sized(line["id"], len(json.dumps(line["init_config"]))))
+            out.write(json.dumps(line) + "\n")
+    return sized
+
+
+def measure(port: int, scenario_: str, *, opens: int, calls: int, states: int,
+            validations: int) -> dict[str, Any]:
+    """One size: each figure one request at a time over one connection."""
+    with HttpConnection("127.0.0.1", port, timeout=300) as conn:
+        open_s, sessions = [], []
+        for _ in range(opens):
+            seconds, body = conn.timed("POST", "/v1/sessions", {"env": ENV_ID,
+                                                                "scenario": scenario_})
+            open_s.append(seconds)
+            sessions.append(body["session_id"])
+        session = sessions[0]
+        call = {"name": "get_order", "arguments": {"order_id": "O-0000002"}}
+        call_s = [conn.timed("POST", f"/v1/sessions/{session}/calls", call)[0]
+                  for _ in range(calls)]
+        state_s = [conn.timed("GET", f"/v1/sessions/{session}/state")[0] for _ in range(states)]
+        for step in SOLUTION:
+            conn.timed("POST", f"/v1/sessions/{session}/calls", step)
+        validate_s, reward = [], None
+        for _ in range(validations):
+            seconds, body = conn.timed("POST", f"/v1/sessions/{session}/validate")
+            validate_s.append(seconds)
+            reward = body["reward"]
+        for session_id in sessions:
+            conn.timed("DELETE", f"/v1/sessions/{session_id}")
+    return {"open": summary(open_s), "call": summary(call_s), "state": summary(state_s),
+            "validate": summary(validate_s), "reward": reward}
