@@ -79,7 +79,7 @@ class Gateway:
                "ENVSCALER_SOCKET_ROOT": str(self.socket_root), "ENVSCALER_LOG_LEVEL": o.log_level,
                "ENVSCALER_STATE_DIR": str(self.scratch / "state"), **o.env}
         env.pop("ENVSCALER_API_KEYS", None)
-        command = [sys.executable, "-m", "envscaler_cli", "serve", "--port", str(self.port),
+        command = [sys.executable, "-m", "cli", "serve", "--port", str(self.port),
                    "--workers", str(self.workers)]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(command, env=env, stdout=log, stderr=log,

@@ -68,7 +68,7 @@ def test_every_scenario_is_solved_by_its_solution_through_a_gateway(
         sandbox_image: str, socket_root: Path) -> None:
     """`envscaler check` with an embedded gateway: reward 1.0 after the reference solution and
     below 1.0 untouched, for every scenario of the catalogue."""
-    from envscaler_cli.main import app
+    from cli.main import app
 
     result = CliRunner().invoke(app, ["check", "--catalogue", str(CATALOGUE), "--json"], env={
         "ENVSCALER_URL": None, "ENVSCALER_SANDBOX_IMAGE": sandbox_image,
@@ -84,7 +84,7 @@ def test_every_scenario_is_solved_by_its_solution_through_a_gateway(
 
 @pytest.mark.timeout(900)  # static, executable and scenario gates of every environment, in sandboxes
 def test_every_environment_passes_the_gates(sandbox_image: str, socket_root: Path) -> None:
-    from envscaler_cli.main import app
+    from cli.main import app
 
     result = CliRunner().invoke(app, ["gate", str(CATALOGUE), "--json"], env={
         "ENVSCALER_SANDBOX_IMAGE": sandbox_image, "ENVSCALER_SOCKET_ROOT": str(socket_root),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import docker
 import pytest
-from envscaler_cli.main import app
+from cli.main import app
 from typer.testing import CliRunner, Result
 
 from server.embedded_redis import free_port

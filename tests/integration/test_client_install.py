@@ -13,7 +13,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = REPO_ROOT / "clients"
 SERVICE_PACKAGES = ("fastapi", "starlette", "uvicorn", "redis", "docker", "typer", "rich", "click",
-                    "jsonschema", "server", "sandbox", "envformat", "synth", "envscaler_cli",
+                    "jsonschema", "server", "sandbox", "envformat", "synth", "cli",
                     "transformers", "trl", "verl", "torch")  # the trainers are extras
 
 

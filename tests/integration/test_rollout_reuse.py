@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from envscaler_cli.main import app
+from cli.main import app
 from envscaler_client import AsyncEnvClient, AsyncSession, EnvClient
 from envscaler_client.rollout import (
     Episode,

@@ -298,7 +298,7 @@ def cli_env(socket_root: Path, **extra: str) -> dict[str, str]:
 
 
 def invoke(args: list[str], env: dict[str, str]) -> Any:
-    from envscaler_cli.main import app
+    from cli.main import app
 
     return CliRunner().invoke(app, args, env=env, catch_exceptions=False)
 

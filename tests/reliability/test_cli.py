@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from envscaler_cli import check_cmd
+from cli import check_cmd
 from rich.console import Console
 
 from server.settings import DEFAULT_CATALOGUE
@@ -29,7 +29,7 @@ def envscaler(gateway: LiveGateway, cwd: Path, *args: str,
     ENVSCALER_CATALOGUE, as a person would set them."""
     env = {**os.environ, "ENVSCALER_URL": gateway.url, "ENVSCALER_API_KEY": gateway.api_key}
     env.pop("ENVSCALER_CATALOGUE", None)
-    return subprocess.run([sys.executable, "-m", "envscaler_cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=cwd, env=env,
                           stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300)
 
 

@@ -89,7 +89,7 @@ def test_serve_refuses_it_before_starting_anything(root: Path, tmp_path: Path) -
     environment.pop("ENVSCALER_REDIS_URL", None)
     # this checkout's command, whatever the virtual environment has installed
     environment["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "clients"), str(REPO_ROOT)])
-    served = subprocess.run([sys.executable, "-m", "envscaler_cli", "serve", "--port", "9"],
+    served = subprocess.run([sys.executable, "-m", "cli", "serve", "--port", "9"],
                             cwd=REPO_ROOT, env=environment, capture_output=True, text=True,
                             timeout=60)
     said = " ".join((served.stdout + served.stderr).split())  # unwrapped

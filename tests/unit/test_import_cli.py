@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from envscaler_cli.main import app
+from cli.main import app
 from typer.testing import CliRunner
 
 from envformat.loader import load_catalogue

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from envscaler_cli.main import app
+from cli.main import app
 from typer.testing import CliRunner
 
 from envformat.loader import load_env

@@ -150,7 +150,7 @@ async def test_the_reference_policy_replays_the_solution(tmp_path: Path) -> None
 
 
 BLOCKED = ("fastapi", "starlette", "uvicorn", "redis", "docker", "typer", "rich", "click",
-           "jsonschema", "openai", "server", "sandbox", "envformat", "synth", "envscaler_cli")
+           "jsonschema", "openai", "server", "sandbox", "envformat", "synth", "cli")
 
 REFUSING_IMPORT = """
 import sys

@@ -24,7 +24,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from envscaler_cli._common import JsonOutput, err, out, print_json
+from cli._common import JsonOutput, err, out, print_json
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Import environments published in other formats into the catalogue format.")

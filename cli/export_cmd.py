@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 from envscaler_client.rollout import NATURAL_ENDS, TERMINATIONS, export_sft, read_episodes
 
-from envscaler_cli._common import JsonOutput, err, fail, print_json
+from cli._common import JsonOutput, err, fail, print_json
 
 app = typer.Typer(no_args_is_help=True, help="Turn rollout episodes into training data.")
 

@@ -17,7 +17,7 @@ from envscaler_client import DEFAULT_URL, ToolError
 from rich.table import Table
 from rich.text import Text
 
-from envscaler_cli._common import (
+from cli._common import (
     ApiKey,
     EnvId,
     JsonOutput,

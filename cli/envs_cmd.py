@@ -9,7 +9,7 @@ import typer
 from envscaler_client import DEFAULT_URL
 from rich.table import Column, Table
 
-from envscaler_cli._common import ApiKey, EnvId, JsonOutput, Url, connect, out, print_json
+from cli._common import ApiKey, EnvId, JsonOutput, Url, connect, out, print_json
 
 app = typer.Typer(help="The environments a gateway serves.")
 

@@ -40,7 +40,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from envscaler_cli._common import (
+from cli._common import (
     DEFAULT_CATALOGUE,
     ApiKey,
     JsonOutput,

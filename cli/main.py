@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from envscaler_cli import (
+from cli import (
     bench_cmd,
     check_cmd,
     envs_cmd,

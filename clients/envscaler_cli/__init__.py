@@ -1,1 +1,0 @@
-"""The `envscaler` command line."""
