@@ -1,5 +1,6 @@
-"""What the commands that talk to a gateway share: ``--url`` / ``--api-key``, the client, JSON
-output, and one place that turns client errors into what to do about them (never a traceback)."""
+"""What the commands share: the options that several of them take (one definition each), the
+client, JSON output, and one place that turns client errors into what to do about them (never a
+traceback)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.text import Text
 
-from server.settings import DEFAULT_CATALOGUE
+from server.settings import DEFAULT_CATALOGUE as DEFAULT_CATALOGUE
 
 Url = Annotated[str, typer.Option("--url", envvar="ENVSCALER_URL", help="The gateway's URL.")]
 """``url: Url = DEFAULT_URL`` (`envscaler_client.DEFAULT_URL`)."""
@@ -35,10 +36,12 @@ ApiKey = Annotated[str | None, typer.Option(
 JsonOutput = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
 CataloguePath = Annotated[Path, typer.Option(
     envvar="ENVSCALER_CATALOGUE",
-    help="The environment folders (with the reference solutions); default: the checkout's, "
-    "whatever the current directory.")]
+    help="The catalogue: the environment folders with their scenarios and reference solutions; "
+    "default: the checkout's, whatever the current directory.")]
 """``catalogue: CataloguePath = DEFAULT_CATALOGUE``."""
 EnvId = Annotated[str, typer.Argument(help="Environment id (see `envscaler envs`).")]
+Split = Annotated[str | None, typer.Option(help="Only scenarios of this split: train, rl or eval.",
+                                           show_default=False)]
 
 out = Console(markup=False, highlight=False)  # results; text from the gateway is never markup
 err = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)

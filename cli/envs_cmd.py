@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from envscaler_client import DEFAULT_URL
 from rich.table import Column, Table
 
-from cli._common import ApiKey, EnvId, JsonOutput, Url, connect, out, print_json
+from cli._common import ApiKey, EnvId, JsonOutput, Split, Url, connect, out, print_json
 
 app = typer.Typer(help="The environments a gateway serves.")
-
-Split = Annotated[str | None, typer.Option(help="Only this split: train, rl or eval.")]
 
 
 @app.callback(invoke_without_command=True)

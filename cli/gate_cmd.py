@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,13 +11,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from cli._common import JsonOutput, print_json
+
 console = Console(stderr=True)
 
 
 def gate(paths: Annotated[list[Path], typer.Argument(
              exists=True, help="environment folders, or catalogues of them")],
-         as_json: Annotated[bool, typer.Option("--json", help="print a JSON report on stdout")]
-         = False,
+         as_json: JsonOutput = False,
          executable: Annotated[bool, typer.Option(
              "--exec/--no-exec", help="run the executable gate (in a sandbox)")] = True,
          scenarios: Annotated[bool, typer.Option(
@@ -50,7 +50,7 @@ def gate(paths: Annotated[list[Path], typer.Argument(
                                     wrong_types=wrong_types))
     passed = all(report["passed"] for report in reports)
     if as_json:
-        typer.echo(json.dumps({"passed": passed, "envs": reports}, indent=2, ensure_ascii=False))
+        print_json({"passed": passed, "envs": reports})
     else:
         _render(reports)
     raise typer.Exit(0 if passed else 1)

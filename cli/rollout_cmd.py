@@ -43,7 +43,9 @@ from rich.text import Text
 from cli._common import (
     DEFAULT_CATALOGUE,
     ApiKey,
+    CataloguePath,
     JsonOutput,
+    Split,
     Url,
     err,
     explained,
@@ -70,8 +72,6 @@ Envs = Annotated[list[str], typer.Option("--env", help="Environment id (repeat f
 Scenarios = Annotated[list[str] | None, typer.Option(
     "--scenario", help="Scenario id (repeat for several); default: every scenario of --split, "
     "or all.", show_default=False)]
-Split = Annotated[str | None, typer.Option(help="Only scenarios of this split (train, rl, eval).",
-                                           show_default=False)]
 BaseUrl = Annotated[str | None, typer.Option(
     "--base-url", envvar="ENVSCALER_MODEL_BASE_URL", show_default=False,
     help="The model's OpenAI-compatible endpoint, e.g. http://127.0.0.1:8001/v1.")]
@@ -128,10 +128,7 @@ def rollout(
             min=1, help="Seconds a model answer may take.")] = 300.0,
         model_attempts: Annotated[int, typer.Option(
             min=1, help="Tries per model request (timeouts, 429, 5xx are retried).")] = 3,
-        catalogue: Annotated[Path, typer.Option(
-            envvar="ENVSCALER_CATALOGUE",
-            help="The environment folders, for --policy reference; default: the checkout's, "
-            "whatever the current directory.")] = DEFAULT_CATALOGUE,
+        catalogue: CataloguePath = DEFAULT_CATALOGUE,
         url: Url = DEFAULT_URL, api_key: ApiKey = None, json_output: JsonOutput = False) -> None:
     """Run scenarios through a model (or their reference solutions); one episode a JSONL line.
 

@@ -12,7 +12,8 @@ console = Console(stderr=True)
 
 
 @app.command()
-def build(base_image: str = typer.Option(None, help="default: ENVSCALER_SANDBOX_BASE_IMAGE")) -> None:
+def build(base_image: str = typer.Option(None, help="default: ENVSCALER_SANDBOX_BASE_IMAGE")
+          ) -> None:
     """Build the sandbox image of this checkout (a no-op when it is up to date)."""
     import docker
 

@@ -1,15 +1,17 @@
-"""`envscaler serve`: the gateway, with an embedded Redis and the sandbox image when none is configured."""
+"""`envscaler serve`: the gateway, with an embedded Redis and the sandbox image when none is
+configured."""
 
 from __future__ import annotations
 
 import ipaddress
 import logging
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+
+from cli._common import DEFAULT_CATALOGUE, CataloguePath
 
 if TYPE_CHECKING:
     from server.settings import Settings
@@ -27,9 +29,10 @@ def _is_loopback(host: str) -> bool:
 
 
 def serve(
-    host: str = typer.Option("127.0.0.1", help="address to bind; non-loopback needs ENVSCALER_API_KEYS"),
+    host: str = typer.Option("127.0.0.1",
+                             help="address to bind; non-loopback needs ENVSCALER_API_KEYS"),
     port: int = typer.Option(8000, min=1, max=65535),
-    catalogue: Path = typer.Option(None, help="environment folders (default: ENVSCALER_CATALOGUE)"),
+    catalogue: CataloguePath = DEFAULT_CATALOGUE,
     workers: int | None = typer.Option(None, min=1, show_default=False,
                                        help="gateway worker processes (default: ENVSCALER_WORKERS, "
                                             "else one per CPU this process may run on)"),
@@ -45,8 +48,7 @@ def serve(
     from server.settings import Settings
     from server.workers import default_count
 
-    if catalogue is not None:
-        os.environ["ENVSCALER_CATALOGUE"] = str(catalogue.resolve())
+    os.environ["ENVSCALER_CATALOGUE"] = str(catalogue.resolve())  # for the workers too
     settings = Settings()
     if not settings.api_keys:
         if not _is_loopback(host):

@@ -1,4 +1,5 @@
-"""`envscaler synth ...`: build environments and scenarios with a model (SkelBuilder, ScenGenerator).
+"""`envscaler synth ...`: build environments and scenarios with a model (SkelBuilder,
+ScenGenerator).
 
 Model access, record/replay and pipeline knobs come from ENVSCALER_SYNTH_* variables; the options
 below override the most common ones. Sandboxes come from ENVSCALER_SANDBOX_*.
@@ -26,7 +27,8 @@ Tasks = Annotated[Path, typer.Option(exists=True, dir_okay=False,
 Mode = Annotated[str | None, typer.Option(
     help="live | record | replay (default: ENVSCALER_SYNTH_MODE or live)")]
 TranscriptPath = Annotated[Path | None, typer.Option(
-    "--transcript", help="JSONL transcript for record/replay (default: ENVSCALER_SYNTH_TRANSCRIPT)")]
+    "--transcript",
+    help="JSONL transcript for record/replay (default: ENVSCALER_SYNTH_TRANSCRIPT)")]
 WorkdirPath = Annotated[Path | None, typer.Option(
     "--workdir", help=f"per-stage, per-item results for resume (default: OUT/{WORKDIR_NAME})")]
 StopAfter = Annotated[str | None, typer.Option(
@@ -49,7 +51,8 @@ def _settings(**overrides: Any):  # type: ignore[no-untyped-def]
     from synth.settings import SynthSettings
 
     try:
-        return SynthSettings(**{key: value for key, value in overrides.items() if value is not None})
+        return SynthSettings(**{key: value for key, value in overrides.items()
+                                if value is not None})
     except ValidationError as exc:
         console.print(f"[red]error:[/red] invalid synthesis settings: {escape(str(exc))}")
         raise typer.Exit(2) from None
@@ -97,7 +100,8 @@ def _check_stage(stop_after: str | None) -> None:
     from synth.pipeline import STAGES
 
     if stop_after is not None and stop_after not in STAGES:
-        console.print(f"[red]error:[/red] unknown stage {stop_after!r}; stages: {', '.join(STAGES)}")
+        console.print(f"[red]error:[/red] unknown stage {stop_after!r}; "
+                      f"stages: {', '.join(STAGES)}")
         raise typer.Exit(2)
 
 
@@ -121,7 +125,8 @@ def skel(tasks: Tasks,
 @app.command()
 def scen(envs: Annotated[Path, typer.Option(
              exists=True, help="an environment folder or a folder of them")],
-         out: Annotated[Path | None, typer.Option(help="where to write (default: in place)")] = None,
+         out: Annotated[Path | None, typer.Option(help="where to write (default: in place)")]
+         = None,
          workdir: WorkdirPath = None, mode: Mode = None, transcript: TranscriptPath = None,
          configs: Configs = None, stop_after: StopAfter = None, fresh: Fresh = False,
          overwrite: Overwrite = False) -> None:
