@@ -3,9 +3,9 @@
 For every scenario of the catalogue: open a session, validate it untouched (it must score below
 1.0, or the checks do not test the task), replay the reference solution, validate again (it must
 score 1.0). The solutions come from the catalogue files, since the gateway never reveals them;
-the gateway is a running one (``--url``) or an embedded one started here on the same files.
-Scenarios without a solution (``verified: false``, e.g. imported from the EnvScaler release) are
-reported as unverified, not as failures.
+the gateway is a running one (``--url``) or one embedded here on the same files
+(``server.embedded_gateway``). Scenarios without a solution (``verified: false``, e.g. imported
+from the EnvScaler release) are reported as unverified, not as failures.
 
 Validating the session before its first call is validating a fresh, untouched session, since
 validation changes nothing: one sandbox per scenario instead of two.
@@ -14,15 +14,12 @@ validation changes nothing: one sandbox per scenario instead of two.
 from __future__ import annotations
 
 import asyncio
-import socket
-import tempfile
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from itertools import groupby
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from envscaler_client import AsyncEnvClient, AsyncSession, EnvScalerError, SessionSpec, run_sessions
@@ -234,6 +231,8 @@ def _gateway(url: str | None, catalogue: Path) -> Iterator[str]:
     if url is not None:
         yield url
         return
+    from server.embedded_gateway import EmbeddedGateway
+
     gateway = EmbeddedGateway(catalogue)
     with err.status("starting an embedded gateway (the first start builds the sandbox image)"):
         try:
@@ -247,75 +246,3 @@ def _gateway(url: str | None, catalogue: Path) -> Iterator[str]:
         yield gateway.url
     finally:
         gateway.stop()
-
-
-class EmbeddedGateway:
-    """The gateway (``server.app.create_app``) under uvicorn in a background thread, on a free
-    loopback port, with a throw-away Redis of its own and no API keys.
-
-    The app's lifespan runs in that thread around uvicorn, so a start-up failure (no Docker, no
-    image) reaches `start` as an exception rather than a log line; stopping ends the lifespan,
-    which kills the gateway's sandboxes.
-    """
-
-    def __init__(self, catalogue: Path) -> None:
-        self.catalogue = catalogue.resolve()
-        self.url = ""
-        self._tmp = tempfile.TemporaryDirectory(prefix="envscaler-check-")
-        self._started = threading.Event()
-        self._error: BaseException | None = None
-        self._redis: Any = None
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        from server.embedded_redis import EmbeddedRedis
-
-        self._redis = EmbeddedRedis(Path(self._tmp.name), persistent=False).start()
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))  # bound here, so the port cannot be taken meanwhile
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        self._thread = threading.Thread(target=self._run, args=(sock,), daemon=True,
-                                        name="envscaler-check-gateway")
-        self._thread.start()
-        self._started.wait()
-        if isinstance(self._error, Exception):
-            raise self._error
-        if self._error is not None:  # uvicorn exits (SystemExit) when it cannot serve
-            raise RuntimeError(f"the server exited: {self._error!r}") from self._error
-
-    def _run(self, sock: socket.socket) -> None:
-        try:
-            asyncio.run(self._serve(sock))
-        except BaseException as exc:  # noqa: BLE001 - handed to the thread that called start
-            self._error = exc
-        finally:
-            sock.close()
-            self._started.set()
-
-    async def _serve(self, sock: socket.socket) -> None:
-        import uvicorn
-
-        from server.app import create_app
-        from server.settings import Settings
-
-        settings = Settings(catalogue=self.catalogue, redis_url=self._redis.url, api_keys=[],
-                            log_level="WARNING")
-        app = create_app(settings)
-        async with app.router.lifespan_context(app):
-            self._server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning"))
-            serving = asyncio.create_task(self._server.serve(sockets=[sock]))
-            while not self._server.started and not serving.done():
-                await asyncio.sleep(0.02)
-            if not serving.done():  # else it failed: awaiting it raises, and _run reports that
-                self._started.set()
-            await serving
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join()
-        if self._redis is not None:
-            self._redis.stop()
-        self._tmp.cleanup()

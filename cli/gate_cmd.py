@@ -34,13 +34,10 @@ def gate(paths: Annotated[list[Path], typer.Argument(
     folders: list[Path] = []
     for path in paths:
         try:
-            found = env_folders(path)
+            found = env_folders(path, required=True)
         except EnvFolderError as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(2) from None
-        if not found:
-            console.print(f"[red]error:[/red] {path}: no environment folder (env.json) found")
-            raise typer.Exit(2)
         folders += [folder for folder in found if folder not in folders]
     if wrong_types not in ("fail", "warn"):
         console.print("[red]error:[/red] --wrong-types is fail or warn")

@@ -4,7 +4,6 @@ configured."""
 from __future__ import annotations
 
 import ipaddress
-import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -44,7 +43,7 @@ def serve(
     from sandbox.config import parse_size
     from sandbox.socketroot import UnsafeSocketRoot
     from server.embedded_redis import EmbeddedRedis, EmbeddedRedisError
-    from server.http import server_options
+    from server.http import gateway_options
     from server.settings import Settings
     from server.workers import default_count
 
@@ -77,10 +76,7 @@ def serve(
                       f"{redis_server.directory})")
     try:
         config = {"app": "server.app:create_app", "factory": True, "host": host, "port": port,
-                  "log_level": settings.log_level.lower(),
-                  # Access lines are INFO: above that uvicorn would still format each one's
-                  # client and path for nothing (a few per cent of a tool call's CPU).
-                  "access_log": _logs_info(settings.log_level), **server_options(settings)}
+                  **gateway_options(settings)}
         count = workers or settings.workers or default_count()
         if count == 1:
             uvicorn.run(**config)
@@ -89,11 +85,6 @@ def serve(
     finally:
         if redis_server is not None:
             redis_server.stop()
-
-
-def _logs_info(level: str) -> bool:
-    number = logging.getLevelName(level.upper())
-    return not isinstance(number, int) or number <= logging.INFO  # unknown to logging: uvicorn's
 
 
 def _serve_workers(workers: int, config: dict[str, object], settings: Settings) -> None:

@@ -136,9 +136,8 @@ def scen(envs: Annotated[Path, typer.Option(
     _check_stage(stop_after)
     from synth.catalogue import EnvFolderError, env_folders
 
-    try:
-        if not env_folders(envs):
-            raise EnvFolderError(f"{envs}: no environment folder (with an env.json) found")
+    try:  # before the work directory is made in it
+        env_folders(envs, required=True)
     except EnvFolderError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None

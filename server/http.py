@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from functools import partial
 from typing import Any
 
@@ -87,3 +88,16 @@ def server_options(settings: Settings) -> dict[str, Any]:
     return {"http": partial(ReadDeadlineProtocol, head_timeout=settings.header_timeout,
                             body_timeout=settings.body_timeout),
             "limit_concurrency": settings.max_connections}
+
+
+def gateway_options(settings: Settings) -> dict[str, Any]:
+    """`server_options`, and uvicorn's logging at the gateway's log level: how `envscaler serve`
+    and the embedded gateway run it. Access lines are INFO: above that uvicorn would still format
+    each one's client and path for nothing (a few per cent of a tool call's CPU)."""
+    return {"log_level": settings.log_level.lower(),
+            "access_log": _logs_info(settings.log_level), **server_options(settings)}
+
+
+def _logs_info(level: str) -> bool:
+    number = logging.getLevelName(level.upper())
+    return not isinstance(number, int) or number <= logging.INFO  # unknown to logging: uvicorn's

@@ -122,15 +122,19 @@ def read_env(folder: Path) -> tuple[EnvCode, EnvManifest]:
     return code, manifest
 
 
-def env_folders(root: Path) -> list[Path]:
-    """Environment folders under ``root`` (or ``root`` itself when it is one), by name."""
+def env_folders(root: Path, *, required: bool = False) -> list[Path]:
+    """Environment folders under ``root`` (or ``root`` itself when it is one), by name; with
+    ``required``, none is an error too (a path given to work on)."""
     if (root / ENV_MANIFEST).is_file():
         return [root]
     if not root.is_dir():
         raise EnvFolderError(f"{root}: not a folder")
-    return [folder for folder in sorted(root.iterdir())
-            if folder.is_dir() and not folder.name.startswith((".", "_"))
-            and (folder / ENV_MANIFEST).is_file()]
+    folders = [folder for folder in sorted(root.iterdir())
+               if folder.is_dir() and not folder.name.startswith((".", "_"))
+               and (folder / ENV_MANIFEST).is_file()]
+    if required and not folders:
+        raise EnvFolderError(f"{root}: no environment folder (with an env.json) found")
+    return folders
 
 
 def scenarios_bytes(scenarios: list[Scenario]) -> bytes:

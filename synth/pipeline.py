@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from synth.catalogue import EnvFolderError, env_folders
+from synth.catalogue import env_folders
 from synth.llm import ModelClient, StageUsage, SynthAbort
 from synth.report import RunReport
 from synth.run import Incomplete, Run, StopRun
@@ -64,9 +64,7 @@ async def run_skel(settings: SynthSettings, *, tasks: Path, out: Path, workdir: 
 async def run_scen(settings: SynthSettings, *, envs: Path, out: Path | None, workdir: Path,
                    stop_after: str | None = None, overwrite: bool = False,
                    hub: SandboxHub | None = None, console: Console | None = None) -> RunResult:
-    folders = env_folders(envs)
-    if not folders:
-        raise EnvFolderError(f"{envs}: no environment folder (with an env.json) found")
+    folders = env_folders(envs, required=True)
     target = out or (envs if folders != [envs] else envs.parent)
 
     async def body(run: Run) -> None:
