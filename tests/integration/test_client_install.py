@@ -1,8 +1,11 @@
 """The client installs on its own: its wheel requires httpx and pydantic only (the trainer
-adapters' frameworks are extras), and it works with none of the service's packages importable."""
+adapters' frameworks are extras), carries none of the service's packages (the command line
+included), and works with none of them importable; the project installs the `envscaler` command
+beside it."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -10,20 +13,50 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+import typer
+
+from cli.main import app
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = REPO_ROOT / "clients"
 SERVICE_PACKAGES = ("fastapi", "starlette", "uvicorn", "redis", "docker", "typer", "rich", "click",
-                    "jsonschema", "server", "sandbox", "envformat", "synth", "cli",
-                    "transformers", "trl", "verl", "torch")  # the trainers are extras
+                    "jsonschema", "server", "sandbox", "envformat", "synth", "cli", "bench",
+                    "importers", "transformers", "trl", "verl", "torch")  # the trainers are extras
+PROJECT_SOURCES = ("pyproject.toml", "README.md", "bench", "cli", "envformat", "importers",
+                   "sandbox", "server", "synth")
+BUILT = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+
+
+def build_wheel(source: Path, wheels: Path) -> None:
+    """``pip wheel`` of ``source``, a copy (the build leaves build/ and egg-info in its source)."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(source), "-w",
+                    str(wheels)], check=True, capture_output=True, timeout=300)
+
+
+def client_wheel(tmp_path: Path) -> Path:
+    source = tmp_path / "clients"
+    shutil.copytree(CLIENTS, source, ignore=BUILT)
+    build_wheel(source, tmp_path / "wheels")
+    [wheel] = (tmp_path / "wheels").glob("envscaler_client-*.whl")
+    return wheel
+
+
+def project_wheel(tmp_path: Path) -> Path:
+    source = tmp_path / "project"
+    source.mkdir()
+    for name in PROJECT_SOURCES:
+        if (REPO_ROOT / name).is_dir():
+            shutil.copytree(REPO_ROOT / name, source / name, ignore=BUILT)
+        else:
+            shutil.copy(REPO_ROOT / name, source / name)
+    build_wheel(source, tmp_path / "wheels")
+    [wheel] = (tmp_path / "wheels").glob("envscaler-*.whl")
+    return wheel
 
 
 def test_the_wheel_requires_httpx_and_pydantic_only(tmp_path: Path) -> None:
-    source = tmp_path / "clients"  # a copy: the build leaves no build/ or egg-info in the checkout
-    shutil.copytree(CLIENTS, source, ignore=shutil.ignore_patterns("build", "*.egg-info",
-                                                                   "__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(source), "-w",
-                    str(tmp_path / "wheels")], check=True, capture_output=True, timeout=300)
-    [wheel] = (tmp_path / "wheels").glob("envscaler_client-*.whl")
+    wheel = client_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         [metadata] = [name for name in names if name.endswith(".dist-info/METADATA")]
@@ -42,6 +75,38 @@ def test_the_wheel_requires_httpx_and_pydantic_only(tmp_path: Path) -> None:
         path.relative_to(CLIENTS).as_posix()
         for path in (CLIENTS / "envscaler_client").rglob("*.py")
     }
+    # neither the command line nor any other package of the service
+    assert not {name.partition("/")[0] for name in names} & set(SERVICE_PACKAGES)
+
+
+@pytest.mark.timeout(600)
+def test_the_installed_project_runs_envscaler_beside_the_installed_client(tmp_path: Path) -> None:
+    """The project's wheel carries the command line (and not the client, a distribution of its
+    own); installed with the client's, `envscaler --help` runs from what was installed."""
+    wheels = [client_wheel(tmp_path), project_wheel(tmp_path)]
+    with zipfile.ZipFile(wheels[1]) as archive:
+        names = archive.namelist()
+        [entry_points] = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
+        scripts = archive.read(entry_points).decode()
+    assert "envscaler = cli.main:app" in scripts.splitlines()
+    assert {"cli/__main__.py", "cli/main.py"} <= set(names)
+    assert not [name for name in names if name.startswith("envscaler_client/")]
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
+                    "--target", str(site), *map(str, wheels)],
+                   check=True, capture_output=True, timeout=300)
+    env = {**os.environ, "PYTHONPATH": str(site)}  # before the checkout's editable installs
+    where = subprocess.run(
+        [sys.executable, "-c", "import cli, envscaler_client, server\n"
+         "for module in (cli, envscaler_client, server): print(module.__file__)"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert all(Path(path).is_relative_to(site) for path in where.stdout.split())
+    helped = subprocess.run([str(site / "bin" / "envscaler"), "--help"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert helped.returncode == 0, helped.stderr
+    assert "Usage: envscaler" in helped.stdout
+    listed = {line.strip("│ ").split(" ")[0] for line in helped.stdout.splitlines()}
+    assert set(typer.main.get_command(app).commands) <= listed  # type: ignore[attr-defined]
 
 
 REFUSING_IMPORT = """
