@@ -88,7 +88,7 @@ def serve(
 
 
 def _serve_workers(workers: int, config: dict[str, object], settings: Settings) -> None:
-    """Worker processes with a listening socket each (`server.workers`)."""
+    """Worker processes under a supervisor that deals them the connections (`server.workers`)."""
     from server.workers import RestartPolicy, Supervisor, WorkersFailing
 
     policy = RestartPolicy(settings.worker_restart_delay, settings.worker_restart_max_delay,
