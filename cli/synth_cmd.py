@@ -40,6 +40,8 @@ Overwrite = Annotated[bool, typer.Option(
 Dual = Annotated[bool | None, typer.Option(
     "--dual-check/--no-dual-check", show_default=False,
     help="run the paper's dual-agent check (default: ENVSCALER_SYNTH_DUAL_CHECK, on)")]
+CatalogueOut = Annotated[Path, typer.Option(
+    help="the catalogue folder to write environments into")]
 Configs = Annotated[int | None, typer.Option(
     "--configs", help="initial states per environment (default: ENVSCALER_SYNTH_CONFIGS_PER_ENV "
     "or 10)")]
@@ -150,7 +152,7 @@ def scen(envs: Annotated[Path, typer.Option(
 
 @app.command(name="all")
 def all_(tasks: Tasks,
-         out: Annotated[Path, typer.Option(help="the catalogue folder to write environments into")],
+         out: CatalogueOut,
          workdir: WorkdirPath = None, mode: Mode = None, transcript: TranscriptPath = None,
          dual_check: Dual = None, configs: Configs = None, stop_after: StopAfter = None,
          fresh: Fresh = False, overwrite: Overwrite = False) -> None:
@@ -167,11 +169,10 @@ def all_(tasks: Tasks,
 
 RunDir = Annotated[Path, typer.Argument(exists=True, file_okay=False, help=(
     "run directory: settings.json, tasks.jsonl, replies/, transcript.jsonl"))]
-RunOut = Annotated[Path, typer.Option(help="the catalogue folder to write environments into")]
 
 
 @app.command()
-def record(run_dir: RunDir, out: RunOut) -> None:
+def record(run_dir: RunDir, out: CatalogueOut) -> None:
     """Record a run from its reply files (replies/) into its transcript.jsonl, writing the
     environments to OUT."""
     from synth.record import RecordError, record_run
@@ -185,7 +186,7 @@ def record(run_dir: RunDir, out: RunOut) -> None:
 
 
 @app.command()
-def replay(run_dir: RunDir, out: RunOut) -> None:
+def replay(run_dir: RunDir, out: CatalogueOut) -> None:
     """Regenerate a run's environments from its transcript.jsonl alone, offline."""
     from synth.record import replay_run
 
