@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -23,8 +24,6 @@ CLIENTS = REPO_ROOT / "clients"
 SERVICE_PACKAGES = ("fastapi", "starlette", "uvicorn", "redis", "docker", "typer", "rich", "click",
                     "jsonschema", "server", "sandbox", "envformat", "synth", "cli", "bench",
                     "importers", "transformers", "trl", "verl", "torch")  # the trainers are extras
-PROJECT_SOURCES = ("pyproject.toml", "README.md", "bench", "cli", "envformat", "importers",
-                   "sandbox", "server", "synth")
 BUILT = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
 
 
@@ -43,13 +42,16 @@ def client_wheel(tmp_path: Path) -> Path:
 
 
 def project_wheel(tmp_path: Path) -> Path:
+    """The project's wheel, built from a copy of what it packages (pyproject.toml's packages)."""
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    packages = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
     source = tmp_path / "project"
     source.mkdir()
-    for name in PROJECT_SOURCES:
-        if (REPO_ROOT / name).is_dir():
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, source / name)
+    for name in packages:
+        if "." not in name:
             shutil.copytree(REPO_ROOT / name, source / name, ignore=BUILT)
-        else:
-            shutil.copy(REPO_ROOT / name, source / name)
     build_wheel(source, tmp_path / "wheels")
     [wheel] = (tmp_path / "wheels").glob("envscaler-*.whl")
     return wheel
