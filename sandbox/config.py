@@ -11,7 +11,10 @@ _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
 def parse_size(text: str) -> int:
-    """Bytes in a Docker-style size: ``"256m"``, ``"1g"``, ``"512k"``, ``"1024"``, ``"1.5GiB"``."""
+    """Bytes in a Docker-style size: ``"256m"``, ``"1g"``, ``"512k"``, ``"1024"``, ``"1.5GiB"``.
+
+    Not the Docker SDK's ``docker.utils.parse_bytes``: it refuses ``GiB`` and ``t`` and raises
+    ``DockerException``, where settings validation needs a ``ValueError`` (pydantic's cue)."""
     match = _SIZE.fullmatch(text.strip())
     if match is None:
         raise ValueError(f"not a size: {text!r} (expected e.g. 256m or 1g)")
