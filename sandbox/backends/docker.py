@@ -3,8 +3,10 @@
 The SDK is synchronous, so every engine call runs in a worker thread and never blocks the loop:
 threads of this backend's own (``ENVSCALER_DOCKER_THREADS``), so that an engine that hangs (it
 accepts and never answers) holds only them, never the default executor other work shares. Every
-engine request is bounded (``ENVSCALER_DOCKER_TIMEOUT``, the SDK's 30 s otherwise), and so is
-the wait for a free thread: a hung engine answers requests with a clear 503 within that bound.
+engine request is bounded by ``ENVSCALER_DOCKER_TIMEOUT`` (the SDK client's timeout, and the wait
+for its answer), and so is the wait for a free thread: a hung engine answers requests with a
+clear 503 within that bound. Only a create that started is awaited to its end (each of its
+requests within the client's timeout), so that its container is known, to be removed.
 The runtime's socket lives in a per-sandbox host directory bind-mounted at /run/envscaler, so a
 container can reach only its own socket and needs no network at all.
 """
