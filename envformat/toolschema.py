@@ -194,9 +194,10 @@ def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
 
 
 def _parameter_texts(doc: str) -> dict[str, str]:
+    # The leading newline: docstring_parser takes a first line for the summary, even ``Args:``.
     for parser in (_GOOGLE.parse, rest.parse):
         try:
-            params = parser(doc).params
+            params = parser("\n" + doc).params
         except ParseError:
             continue
         if params:
