@@ -52,9 +52,9 @@ IDLE_CONNECTIONS = 256
 
 def reconnecting() -> Retry:
     """How the gateway's Redis clients (redis-py's and `ScriptClient`) retry: after a connection
-    that could not be made or dropped (e.g. Redis restarted), 3 times, backoff from 20 ms
-    doubling to 0.5 s, jittered. Never after a timeout: a hung Redis answers no retry either, and
-    the request must fail fast with 503 BackendUnavailable rather than hang."""
+    that could not be made or dropped (e.g. Redis restarted), 3 times, after a random wait of up
+    to 20, 40 and 80 ms. Never after a timeout: a hung Redis answers no retry either, and the
+    request must fail fast with 503 BackendUnavailable rather than hang."""
     return Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.5), retries=3,
                  supported_errors=(RedisConnectionError,))
 
