@@ -6,9 +6,10 @@ sends the prompt, parses the reply with the parser it is given, and on a reply t
 bounded, unlike the original's retry loops that could spin forever:
 
 - replies: at most ``max_attempts`` per item, then ``ItemDropped`` with the last reason;
-- transport errors (connection, timeout, 408, 409, 429, 5xx): at most ``transport_retries`` retries per
-  request with exponential back-off (``Retry-After`` honoured), then ``TransientFailure``, which
-  the stage runner does not record, so a resumed run tries the item again;
+- transport errors (connection, timeout, 408, 409, 429, 5xx): at most ``transport_retries``
+  retries per request with exponential back-off (``Retry-After`` honoured), then
+  ``TransientFailure``, which the stage runner does not record, so a resumed run tries the item
+  again;
 - errors no retry can fix (authentication, unknown model, a replay miss) raise ``SynthAbort``;
   a request the endpoint rejects (400, 422, ...) drops the item.
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 CHECKER_QUEUE = 64
 CHECKER_WAIT = 300.0  # gates judge one scenario after another: waiting is their normal pace
-INFRASTRUCTURE = "infrastructure"  # the rule of gate problems that are the sandbox's, not the code's
+INFRASTRUCTURE = "infrastructure"  # the rule of gate problems of the sandbox, not of the code
 
 
 def is_infrastructure_fault(kind: str) -> bool:
