@@ -165,7 +165,7 @@ async def runtime_round_trip(image: str, env: EnvPackage, probe: Probe, calls: i
                              socket_root: Path, labels: dict[str, str]) -> dict[str, Any]:
     scenario = env.scenario(probe.scenario)
     assert scenario is not None
-    config = SandboxConfig(image=image, socket_root=socket_root, pool_size=0, labels=labels)
+    config = SandboxConfig(sandbox_image=image, socket_root=socket_root, pool_size=0, labels=labels)
     backend = DockerBackend(config, f"bench-{secrets.token_hex(3)}")
     await backend.start()
     sandbox = Sandbox(await backend.create({}), backend)

@@ -46,8 +46,10 @@ async def run(samples: int) -> dict[str, object]:
     image = await asyncio.to_thread(ensure_image, client, settings.sandbox_base_image)
     env = load_catalogue(settings.catalogue, strict=True).envs["library_loans"]
     scenario = env.scenarios[0]
-    config = SandboxConfig(image=image, socket_root=Path(f"/tmp/esb-{secrets.token_hex(3)}"),
-                           pool_size=samples, create_rate=1000, labels={"envscaler.bench": "1"})
+    config = SandboxConfig(sandbox_image=image,
+                           socket_root=Path(f"/tmp/esb-{secrets.token_hex(3)}"),
+                           pool_size=samples, sandbox_create_rate=1000,
+                           labels={"envscaler.bench": "1"})
     pool = SandboxPool(DockerBackend(config, f"bench-{secrets.token_hex(3)}"), config)
     await pool.start()
     try:

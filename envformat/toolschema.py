@@ -33,6 +33,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from docstring_parser import ParseError, google, rest
+from docstring_parser.google import GoogleParser, Section, SectionType
+
 MAX_RECORD_DEPTH = 4  # TypedDicts nested deeper are plain objects: keeps schemas small and finite
 _NULL: dict[str, Any] = {"type": "null"}
 _SIMPLE_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
@@ -47,10 +50,10 @@ _PROPERTY_DECORATORS = {"property", "cached_property"}
 _PROPERTY_ACCESSORS = {"setter", "getter", "deleter"}
 _ARGS_HEADER = re.compile(
     r"^(?P<indent>\s*)(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments):\s*$")
-_ARG_ENTRY = re.compile(r"^\*{0,2}(?P<name>\w+)\s*(\([^)]*\))?\s*:\s*(?P<text>.*)$")
-_SPHINX_FIELD = re.compile(r"^\s*:(?P<kind>param|parameter|arg|argument|type)\s+"
-                           r"(?:[^:]*\s)?\*{0,2}(?P<name>\w+)\s*:\s*(?P<text>.*)$")
-_SPHINX_TYPE = "type"
+_SPHINX_FIELD = re.compile(r"^\s*:(param|parameter|arg|argument|type)\s+(?:[^:]*\s)?\*{0,2}\w+\s*:")
+_GOOGLE = GoogleParser([*google.DEFAULT_SECTIONS, *(Section(title, "param", SectionType.MULTIPLE)
+                                                     for title in ("Keyword Args",
+                                                                   "Keyword Arguments"))])
 
 
 class ToolSchemaError(ValueError):
@@ -183,47 +186,47 @@ def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
 
     Google style: an ``Args:`` block of ``name (type): text`` or ``name: text`` entries whose
     continuation lines are indented deeper. Sphinx style: ``:param [type] name: text`` fields;
-    ``:type name:`` fields are dropped since the annotation already gives the type.
+    ``:type name:`` fields are dropped since the annotation already gives the type. The texts come
+    from ``docstring_parser``; the description is cut here, since ``docstring_parser`` rewrites
+    (or drops) the other sections (``Returns:``, ``Constraints:``) that it must keep verbatim.
     """
+    return _description(doc), _parameter_texts(doc)
+
+
+def _parameter_texts(doc: str) -> dict[str, str]:
+    # The leading newline: docstring_parser takes a first line for the summary, even ``Args:``.
+    for parser in (_GOOGLE.parse, rest.parse):
+        try:
+            params = parser("\n" + doc).params
+        except ParseError:
+            continue
+        if params:
+            return {param.arg_name.lstrip("*"): " ".join((param.description or "").split())
+                    for param in params}
+    return {}
+
+
+def _description(doc: str) -> str:
     lines = doc.splitlines()
     kept: list[str] = []
-    params: dict[str, str] = {}
     i = 0
     while i < len(lines):
-        header = _ARGS_HEADER.match(lines[i])
-        field = _SPHINX_FIELD.match(lines[i])
-        if header:
-            i = _read_google_args(lines, i + 1, len(header.group("indent")), params)
-        elif field:
-            i, text = _read_continuation(lines, i + 1, _indent(lines[i]), field.group("text"))
-            if field.group("kind") != _SPHINX_TYPE:
-                params[field.group("name")] = text
+        if header := _ARGS_HEADER.match(lines[i]):
+            i = _block_end(lines, i + 1, len(header.group("indent")), through_blanks=True)
+        elif _SPHINX_FIELD.match(lines[i]):
+            i = _block_end(lines, i + 1, _indent(lines[i]), through_blanks=False)
         else:
             kept.append(lines[i])
             i += 1
-    description = re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in kept)).strip()
-    return description, params
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in kept)).strip()
 
 
-def _read_google_args(lines: list[str], i: int, header_indent: int, params: dict[str, str]) -> int:
-    """Collect the entries of an ``Args:`` block; returns the index of the first line after it."""
-    while i < len(lines) and (not lines[i].strip() or _indent(lines[i]) > header_indent):
-        entry = _ARG_ENTRY.match(lines[i].strip())
-        if entry:
-            i, params[entry.group("name")] = _read_continuation(
-                lines, i + 1, _indent(lines[i]), entry.group("text"))
-        else:
-            i += 1
-    return i
-
-
-def _read_continuation(lines: list[str], i: int, indent: int, first: str) -> tuple[int, str]:
-    """Join ``first`` with the following lines indented deeper than ``indent``."""
-    parts = [first.strip()]
-    while i < len(lines) and lines[i].strip() and _indent(lines[i]) > indent:
-        parts.append(lines[i].strip())
+def _block_end(lines: list[str], i: int, indent: int, through_blanks: bool) -> int:
+    """The index of the first line from ``i`` on that is not indented deeper than ``indent``
+    (a blank line ends the block unless ``through_blanks``)."""
+    while i < len(lines) and (_indent(lines[i]) > indent if lines[i].strip() else through_blanks):
         i += 1
-    return i, " ".join(part for part in parts if part)
+    return i
 
 
 def _indent(line: str) -> int:

@@ -8,7 +8,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from sandbox import jsoncodec
+from common import jsoncodec
 from sandbox.errors import RuntimeFault, SandboxCounterfeit, SandboxGone
 from sandbox.runtime import protocol
 
@@ -48,7 +48,8 @@ class RuntimeClient:
                 raise
             except (OSError, EOFError, asyncio.IncompleteReadError, protocol.ProtocolError) as exc:
                 self.close()
-                raise SandboxGone(f"sandbox runtime at {self.socket_path} stopped answering: {exc!r}") from exc
+                raise SandboxGone(f"sandbox runtime at {self.socket_path} stopped answering: "
+                                  f"{exc!r}") from exc
             except ReplyTooLarge as exc:
                 self.close()  # the rest of the reply is still on its way: drop the connection
                 raise RuntimeFault("ResultTooLarge", str(exc)) from None

@@ -11,7 +11,10 @@ _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
 def parse_size(text: str) -> int:
-    """Bytes in a Docker-style size: ``"256m"``, ``"1g"``, ``"512k"``, ``"1024"``, ``"1.5GiB"``."""
+    """Bytes in a Docker-style size: ``"256m"``, ``"1g"``, ``"512k"``, ``"1024"``, ``"1.5GiB"``.
+
+    Not the Docker SDK's ``docker.utils.parse_bytes``: it refuses ``GiB`` and ``t`` and raises
+    ``DockerException``, where settings validation needs a ``ValueError`` (pydantic's cue)."""
     match = _SIZE.fullmatch(text.strip())
     if match is None:
         raise ValueError(f"not a size: {text!r} (expected e.g. 256m or 1g)")
@@ -20,21 +23,25 @@ def parse_size(text: str) -> int:
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    backend: str = "docker"
-    image: str = "envscaler-sandbox:latest"
-    docker_runtime: str | None = None  # e.g. "runsc" for gVisor
-    memory: str = "256m"
-    cpus: float = 1.0
-    pids: int = 64
-    tmpfs_size: str = "16m"
-    log_size: str = "1m"  # container output kept on the host, the newest (Docker backend)
+    """Each field that has a setting of the gateway bears that setting's name (`Settings`,
+    ``ENVSCALER_<NAME>``), and `Settings.sandbox_config` copies it; the image is the resolved one
+    (the setting may leave it unset: then the image of the checkout is built)."""
+
+    sandbox_backend: str = "docker"
+    sandbox_image: str = "envscaler-sandbox:latest"
+    sandbox_runtime: str | None = None  # a Docker runtime, e.g. "runsc" for gVisor
+    sandbox_memory: str = "256m"
+    sandbox_cpus: float = 1.0
+    sandbox_pids: int = 64
+    sandbox_tmpfs: str = "16m"
+    sandbox_log_size: str = "1m"  # container output kept on the host, the newest (Docker backend)
     socket_root: Path = Path("/tmp/envscaler")
     start_timeout: float = 20.0
     pool_size: int = 4
     max_sandboxes: int = 1024
-    create_rate: float = 20.0  # sandbox creations per second, across warm and cold starts
+    sandbox_create_rate: float = 20.0  # sandbox creations per second, warm and cold starts
     create_concurrency: int = 4
     heartbeat_interval: float = 5.0
-    engine_timeout: float = 15.0  # seconds for a Docker engine request, and for a free thread
-    engine_threads: int = 16  # threads of the Docker backend's own for engine calls
+    docker_timeout: float = 15.0  # seconds for a Docker engine request, and for a free thread
+    docker_threads: int = 16  # threads of the Docker backend's own for engine calls
     labels: dict[str, str] = field(default_factory=dict)

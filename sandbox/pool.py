@@ -67,7 +67,8 @@ class PoolStats:
 
 
 class SandboxPool:
-    def __init__(self, backend: SandboxBackend, config: SandboxConfig, name: str = "default") -> None:
+    def __init__(self, backend: SandboxBackend, config: SandboxConfig,
+                 name: str = "default") -> None:
         self.backend = backend
         self.config = config
         self.name = name
@@ -75,7 +76,8 @@ class SandboxPool:
         self._live = 0  # created by this pool and not yet destroyed, including those being created
         self._started = self._failed = self._recycled = 0
         self._recycling = 0  # sandboxes being recycled, on their way back to ``_ready``
-        self._limiter = RateLimiter(config.create_rate, burst=max(config.create_rate, 1.0))
+        self._limiter = RateLimiter(config.sandbox_create_rate,
+                                    burst=max(config.sandbox_create_rate, 1.0))
         self._creating = asyncio.Semaphore(config.create_concurrency)
         self._wanted = asyncio.Event()
         self._refiller: asyncio.Task[None] | None = None
@@ -84,13 +86,14 @@ class SandboxPool:
 
     async def start(self) -> None:
         await self.backend.start()
-        self._refiller = asyncio.create_task(self._refill_forever(), name=f"envscaler-pool-{self.name}")
+        self._refiller = asyncio.create_task(self._refill_forever(),
+                                             name=f"envscaler-pool-{self.name}")
         self._wanted.set()
 
     def stats(self) -> PoolStats:
         return PoolStats(ready=len(self._ready), live=self._live, target=self.config.pool_size,
-                         capacity=self.config.max_sandboxes, started=self._started, failed=self._failed,
-                         recycled=self._recycled)
+                         capacity=self.config.max_sandboxes, started=self._started,
+                         failed=self._failed, recycled=self._recycled)
 
     async def claim(self, session_id: str) -> Sandbox:
         """A live sandbox for ``session_id``: warm when one is ready (or about to be, from a
@@ -187,11 +190,13 @@ class SandboxPool:
 
     async def _create(self, labels: dict[str, str], cold: bool, role: str = RUNTIME) -> Sandbox:
         if self._live >= self.config.max_sandboxes:
-            raise CapacityExhausted(f"all {self.config.max_sandboxes} sandboxes are in use", retry_after=1.0)
+            raise CapacityExhausted(f"all {self.config.max_sandboxes} sandboxes are in use",
+                                    retry_after=1.0)
         delay = self._limiter.delay()
         if cold and delay > MAX_RATE_WAIT:
             self._limiter.refund()
-            raise CapacityExhausted("sandbox creation rate limit reached", retry_after=round(delay, 1))
+            raise CapacityExhausted("sandbox creation rate limit reached",
+                                    retry_after=round(delay, 1))
         self._live += 1
         try:
             await asyncio.sleep(delay)
@@ -229,7 +234,8 @@ class SandboxPool:
                         self._ready.append(result)
                 failures = [r for r in results if isinstance(r, BaseException)]
                 if failures:
-                    log.error("warm pool refill failed: %s; retrying in %g s", failures[0], FAILURE_BACKOFF)
+                    log.error("warm pool refill failed: %s; retrying in %g s", failures[0],
+                              FAILURE_BACKOFF)
                     await asyncio.sleep(FAILURE_BACKOFF)
 
     async def _trim(self) -> None:

@@ -18,9 +18,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from sandbox.backends import make_backend
 from sandbox.checkers import CheckerPool
@@ -32,6 +29,7 @@ from server.fastcall import FastCalls
 from server.limits import BodyLimit, call_body_bytes
 from server.mcp_door import MCP_PATH, McpDoor, McpErrors
 from server.metrics import Metrics
+from server.redis_scripts import reconnecting
 from server.requestguard import RequestGuard
 from server.responses import FastJSONResponse
 from server.routes import envs, health, sessions
@@ -100,11 +98,7 @@ def create_app(
             socket_connect_timeout=settings.redis_timeout,
             socket_timeout=settings.redis_timeout,
             health_check_interval=30,
-            # Reconnect after a dropped connection (e.g. Redis restarted), but never repeat a
-            # command that timed out: a hung Redis answers no retry either, and the request must
-            # fail fast with 503 BackendUnavailable rather than hang.
-            retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.5), retries=3,
-                        supported_errors=(RedisConnectionError,)),
+            retry=reconnecting(),
         )
         pool: SandboxPool | None = None
         checkers: CheckerPool | None = None

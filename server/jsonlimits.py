@@ -14,12 +14,10 @@ JSON library the gateway uses (orjson stops encoding at 254 levels).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from common import jsoncodec
 from server.errors import ApiError
 
 TYPE = "JsonTooComplex"
@@ -38,19 +36,13 @@ class JsonLimits:
 
 
 def loads(text: bytes | str, limits: JsonLimits, field: str = "body") -> Any:
-    """Parse JSON and `check` it. orjson first (it stops at 1024 levels with an error, never a
-    recursion); the standard library for what orjson refuses but JSON allows (lone surrogates),
-    and for NaN and Infinity, which Python accepts and the strict-JSON checks then name. Invalid
-    JSON raises ``ValueError``; too deep raises `ApiError` ``JsonTooComplex``."""
+    """Parse JSON (`common.jsoncodec.loads`: NaN and Infinity pass, for the strict-JSON checks to
+    name) and `check` it. Invalid JSON raises ``ValueError``; too deep raises `ApiError`
+    ``JsonTooComplex``."""
     try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        if "depth exceeded" in str(exc):
-            raise limits.too_deep(field) from None
-        try:
-            value = json.loads(text)
-        except RecursionError:
-            raise limits.too_deep(field) from None
+        value = jsoncodec.loads(text)
+    except RecursionError:  # deeper than orjson (1024 levels) and then the standard library go
+        raise limits.too_deep(field) from None
     check(value, limits, field)
     return value
 

@@ -27,7 +27,6 @@ serves any request of any MCP client, without sticky routing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from starlette.requests import Request
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from common import jsoncodec
 from server.auth import Principal
 from server.catalogue import ServedEnv, tool_name, tool_parameters
 from server.errors import ApiError, backend_unavailable, invalid_request_from
@@ -83,7 +83,7 @@ def _caller(ctx: ServerRequestContext[Any, Any]) -> McpCaller:
 
 
 def _text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return jsoncodec.dumps(value)
 
 
 def _error_result(error: dict[str, Any],
@@ -227,7 +227,7 @@ def _framing(send: Send) -> Callable[[Message], Awaitable[None]]:
 def _as_json_rpc(body: bytes) -> bytes:
     """The gateway's error body as a JSON-RPC error too; any other body as it is."""
     try:
-        value = json.loads(body)
+        value = jsoncodec.loads(body)
     except ValueError:
         return body
     if not (isinstance(value, dict) and value.get("ok") is False
@@ -235,4 +235,4 @@ def _as_json_rpc(body: bytes) -> bytes:
         return body
     value["error"]["code"] = INVALID_REQUEST
     value.update(jsonrpc="2.0", id=None)
-    return json.dumps(value, ensure_ascii=False).encode()
+    return jsoncodec.dump_bytes(value)

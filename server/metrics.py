@@ -9,7 +9,8 @@ and prometheus_client keeps every worker's values in files there; a scrape, whic
 answers it, reads them all: counters and histograms are summed over the workers, dead ones
 included, and pool gauges over the live workers (``livesum``). The pool's levels and counts are
 copied into the metrics at each scrape and, in that mode, every ``SYNC_INTERVAL`` seconds, so the
-other workers' figures are at most that old.
+other workers' figures are at most that old. Not ``Gauge.set_function``: its value lives only in
+its own process's registry and never reaches the files a multiprocess scrape reads (it reads 0).
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ Semantics kept from the redis-py client the gateway configures (`server.app`):
   that command fails (a timer per connection, not ``asyncio.timeout``, which cost more than the
   rest of the client);
 - a connection that cannot be made, or drops, raises `redis.exceptions.ConnectionError`; the
-  command is retried (3 times, backoff from 10 ms doubling to 0.5 s, jittered) on a new
-  connection, as the gateway's redis-py ``Retry`` does, so a restarted Redis is reconnected to;
+  command is retried on a new connection by the very ``Retry`` the gateway gives redis-py
+  (`reconnecting`), so a restarted Redis is reconnected to;
 - a script unknown to Redis (``NOSCRIPT``, e.g. after a restart) is sent again whole (``EVAL``);
 - errors are redis-py's exception classes, so ``except RedisError`` handlers are unchanged;
 - replies are decoded as redis-py's ``decode_responses=True`` does (UTF-8 strings).
@@ -33,23 +33,30 @@ Only ``redis://`` and ``unix://`` URLs (with optional password, user and db); fo
 from __future__ import annotations
 
 import asyncio
-import random
 from collections import deque
 from typing import Any, Protocol
 
 import hiredis
 from redis.asyncio.connection import SSLConnection, parse_url
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-RETRIES = 3
-BACKOFF_BASE = 0.01
-BACKOFF_CAP = 0.5
 TIMER_SLACK = 0.001  # the event loop's timers have a resolution of a millisecond
 # Connections kept open between commands (about one per request in flight); beyond, one is
 # closed after its command, so that a burst does not leave sockets open for ever.
 IDLE_CONNECTIONS = 256
+
+
+def reconnecting() -> Retry:
+    """How the gateway's Redis clients (redis-py's and `ScriptClient`) retry: after a connection
+    that could not be made or dropped (e.g. Redis restarted), 3 times, after a random wait of up
+    to 20, 40 and 80 ms. Never after a timeout: a hung Redis answers no retry either, and the
+    request must fail fast with 503 BackendUnavailable rather than hang."""
+    return Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.5), retries=3,
+                 supported_errors=(RedisConnectionError,))
 
 
 class Script(Protocol):
@@ -57,6 +64,10 @@ class Script(Protocol):
 
     sha: str
     script: str
+
+
+async def _dropped(_error: Exception) -> None:
+    """Nothing to clean up before a retry: `ScriptClient._roundtrip` dropped the connection."""
 
 
 def _encode(args: list[Any]) -> bytes:
@@ -155,6 +166,7 @@ class ScriptClient:
         self.connect_timeout = connect_timeout
         self._idle: list[_Connection] = []
         self._closed = False
+        self._retry = reconnecting()
 
     @classmethod
     def for_url(cls, url: str, timeout: float, connect_timeout: float) -> ScriptClient | None:
@@ -172,20 +184,12 @@ class ScriptClient:
 
     async def _command(self, args: list[Any]) -> Any:
         data = _encode(args)
-        for attempt in range(RETRIES + 1):
-            try:
-                reply = await self._roundtrip(data)
-            except RedisConnectionError:
-                if attempt == RETRIES:
-                    raise
-                await asyncio.sleep(min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt) * random.random())
-                continue
-            if isinstance(reply, ResponseError):
-                if str(reply).startswith("NOSCRIPT"):
-                    raise NoScriptError(str(reply))
-                raise reply
-            return reply
-        raise AssertionError("unreachable")
+        reply = await self._retry.call_with_retry(lambda: self._roundtrip(data), _dropped)
+        if isinstance(reply, ResponseError):
+            if str(reply).startswith("NOSCRIPT"):
+                raise NoScriptError(str(reply))
+            raise reply
+        return reply
 
     async def _roundtrip(self, data: bytes) -> Any:
         connection = await self._connected()

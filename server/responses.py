@@ -1,4 +1,4 @@
-"""The gateway's JSON responses, rendered by `sandbox.jsoncodec` (orjson) instead of the standard
+"""The gateway's JSON responses, rendered by `common.jsoncodec` (orjson) instead of the standard
 library: the same compact UTF-8 JSON as Starlette's ``JSONResponse``, in a fraction of the time
 (a tool call's answer is rendered on every call)."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from sandbox import jsoncodec
+from common import jsoncodec
 
 
 class FastJSONResponse(JSONResponse):

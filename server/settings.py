@@ -65,8 +65,10 @@ class Settings(BaseSettings):
     sandbox_create_rate: float = Field(20.0, gt=0)
 
     call_timeout: float = Field(5.0, gt=0)
-    load_timeout: float = Field(10.0, gt=0, description="seconds to load or reset an environment in a sandbox")
-    session_lock_wait: float = Field(15.0, gt=0, description="longest wait for a busy session (then 503)")
+    load_timeout: float = Field(10.0, gt=0, description="seconds to load or reset an environment "
+                                "in a sandbox")
+    session_lock_wait: float = Field(15.0, gt=0, description="longest wait for a busy session "
+                                     "(then 503)")
     check_cpu_seconds: float = Field(2.0, gt=0, le=600, description="CPU seconds each check "
                                      "function may spend (CPU time, so verdicts do not depend "
                                      "on load)")
@@ -105,8 +107,10 @@ class Settings(BaseSettings):
         default_factory=lambda: ["localhost", "127.0.0.1", "[::1]"],
         description="without API keys, the Host names (any port) and Origins served "
         "(else 421 MisdirectedRequest)")
-    session_ttl: float = Field(900.0, gt=0, description="idle seconds before a session's sandbox is killed")
-    record_ttl: float = Field(86_400.0, gt=0, description="seconds a session's record outlives its sandbox")
+    session_ttl: float = Field(900.0, gt=0, description="idle seconds before a session's sandbox "
+                               "is killed")
+    record_ttl: float = Field(86_400.0, gt=0, description="seconds a session's record outlives "
+                              "its sandbox")
     web_ui: bool = Field(True, description="serve the web page at /ui/ (false: the API alone)")
 
     @field_validator("redis_url", "sandbox_image", "sandbox_runtime", "workers", mode="before")
@@ -140,11 +144,15 @@ class Settings(BaseSettings):
         return CheckBudget(self.check_cpu_seconds, parse_size(self.check_memory))
 
     def sandbox_config(self, image: str, labels: dict[str, str] | None = None) -> SandboxConfig:
+        """The sandbox layer's settings: every `SandboxConfig` field of the same name as a setting
+        here, with ``image`` resolved (built when ``sandbox_image`` is unset) and ``labels`` (put
+        on every sandbox, e.g. a test run's id)."""
         return SandboxConfig(
-            backend=self.sandbox_backend, image=image, docker_runtime=self.sandbox_runtime,
-            memory=self.sandbox_memory, cpus=self.sandbox_cpus, pids=self.sandbox_pids,
-            tmpfs_size=self.sandbox_tmpfs, log_size=self.sandbox_log_size,
+            sandbox_backend=self.sandbox_backend, sandbox_image=image,
+            sandbox_runtime=self.sandbox_runtime, sandbox_memory=self.sandbox_memory,
+            sandbox_cpus=self.sandbox_cpus, sandbox_pids=self.sandbox_pids,
+            sandbox_tmpfs=self.sandbox_tmpfs, sandbox_log_size=self.sandbox_log_size,
             socket_root=self.socket_root, pool_size=self.pool_size,
-            max_sandboxes=self.max_sandboxes, create_rate=self.sandbox_create_rate,
-            engine_timeout=self.docker_timeout, engine_threads=self.docker_threads,
+            max_sandboxes=self.max_sandboxes, sandbox_create_rate=self.sandbox_create_rate,
+            docker_timeout=self.docker_timeout, docker_threads=self.docker_threads,
             labels=labels or {})

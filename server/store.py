@@ -94,7 +94,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sandbox import jsoncodec
+from common.jsoncodec import dumps, loads
 from server.redis_scripts import ScriptClient
 
 PREFIX = "envscaler"
@@ -117,10 +117,6 @@ def lock_key(session_id: str) -> str:
     return f"{PREFIX}:session:{session_id}:lock"
 
 
-def dumps(value: Any) -> str:
-    return jsoncodec.dumps(value)
-
-
 def _utf8_bytes(text: str) -> int:
     """What a text takes in Redis (the ``size`` of a session's entries)."""
     return len(text.encode("utf-8", "surrogatepass"))
@@ -139,7 +135,7 @@ class _DecodedOnRead:
             raise AttributeError(self.slot)  # no class-level default: the field stays required
         value = record.__dict__[self.slot]
         if isinstance(value, str):
-            value = record.__dict__[self.slot] = jsoncodec.loads(value or "{}")
+            value = record.__dict__[self.slot] = loads(value or "{}")
         return value
 
     def __set__(self, record: Any, value: Any) -> None:
@@ -181,7 +177,7 @@ class Record:
             length=int(raw.get("length", 0)),
             step=int(raw.get("step", 0)),
             executed=int(raw.get("executed", 0)),
-            sandbox=jsoncodec.loads(sandbox) if sandbox else None,
+            sandbox=loads(sandbox) if sandbox else None,
             owner=raw.get("owner", ""),
             agent_token_hash=raw.get("agent_token_hash", ""),
             status=raw.get("status", "active"),
@@ -424,13 +420,13 @@ class SessionStore:
 
     async def entry(self, session_id: str, index: int) -> dict[str, Any] | None:
         raw = await self.redis.lindex(calls_key(session_id), index)
-        return jsoncodec.loads(raw) if raw is not None else None
+        return loads(raw) if raw is not None else None
 
     async def entries(
         self, session_id: str, start: int = 0, stop: int = -1
     ) -> list[dict[str, Any]]:
         return [
-            jsoncodec.loads(raw) for raw in await self.redis.lrange(calls_key(session_id), start, stop)
+            loads(raw) for raw in await self.redis.lrange(calls_key(session_id), start, stop)
         ]
 
     async def commit(

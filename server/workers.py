@@ -49,6 +49,7 @@ from typing import Any
 import uvicorn
 from prometheus_client import multiprocess
 
+from common.backoff import exponential
 from sandbox.runtime.contain import die_with_parent
 from server.app import configure_logging
 from server.metrics import MULTIPROC_DIR_ENV
@@ -172,7 +173,7 @@ class RestartPolicy:
     limit: int = 5
 
     def backoff(self, failures: int) -> float:
-        return float(min(self.max_delay, self.delay * 2 ** (failures - 1)))
+        return exponential(failures, self.delay, self.max_delay)
 
 
 class WorkersFailing(RuntimeError):

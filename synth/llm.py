@@ -6,9 +6,10 @@ sends the prompt, parses the reply with the parser it is given, and on a reply t
 bounded, unlike the original's retry loops that could spin forever:
 
 - replies: at most ``max_attempts`` per item, then ``ItemDropped`` with the last reason;
-- transport errors (connection, timeout, 429, 5xx): at most ``transport_retries`` retries per
-  request with exponential back-off (``Retry-After`` honoured), then ``TransientFailure``, which
-  the stage runner does not record, so a resumed run tries the item again;
+- transport errors (connection, timeout, 408, 409, 429, 5xx): at most ``transport_retries``
+  retries per request with exponential back-off (``Retry-After`` honoured), then
+  ``TransientFailure``, which the stage runner does not record, so a resumed run tries the item
+  again;
 - errors no retry can fix (authentication, unknown model, a replay miss) raise ``SynthAbort``;
   a request the endpoint rejects (400, 422, ...) drops the item.
 
@@ -27,6 +28,7 @@ from typing import Any, Generic, TypeVar
 
 import openai
 
+from common.backoff import exponential
 from synth.errors import ItemDropped, ParseError, SynthAbort, TransientFailure
 from synth.settings import StageModel, SynthSettings
 from synth.transcript import ReplayMiss, Transcript, canonical_request, request_key
@@ -105,7 +107,8 @@ class ModelClient:
         if settings.mode in ("record", "replay"):
             assert settings.transcript is not None  # the settings validator makes sure
             if settings.mode == "replay" and not settings.transcript.exists():
-                raise SynthAbort(f"replay mode: the transcript {settings.transcript} does not exist")
+                raise SynthAbort(f"replay mode: the transcript {settings.transcript} does not "
+                                 "exist")
             transcript = Transcript(settings.transcript)
         return cls(settings=settings, transcript=transcript)
 
@@ -187,16 +190,19 @@ class ModelClient:
                     temperature=config.temperature, extra_headers=headers, **extra)
                 return completion.to_dict()
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-                raise SynthAbort(f"the model endpoint refused the credentials: {_describe(exc)}") from None
+                raise SynthAbort("the model endpoint refused the credentials: "
+                                 f"{_describe(exc)}") from None
             except openai.NotFoundError as exc:
-                raise SynthAbort(f"stage {config.stage!r}, item {item!r}: the endpoint answered 404 "
+                raise SynthAbort(f"stage {config.stage!r}, item {item!r}: the endpoint answered "
+                                 "404 "
                                  f"(unknown model {config.model!r}, wrong base URL, or a replay "
                                  f"miss): {_describe(exc)}") from None
             except (openai.APIConnectionError, openai.APIStatusError) as exc:
                 status = getattr(exc, "status_code", None)
                 transient = status is None or status >= 500 or status in _RETRY_STATUSES
                 if not transient:
-                    raise ItemDropped(f"the endpoint rejected the request: {_describe(exc)}") from None
+                    raise ItemDropped("the endpoint rejected the request: "
+                                      f"{_describe(exc)}") from None
                 self.stage_usage(config.stage).transport_errors += 1
                 if retry == retries:
                     raise TransientFailure(f"the endpoint failed {retries + 1} times; last: "
@@ -212,7 +218,7 @@ class ModelClient:
                 return min(float(retry_after), self.settings.backoff_max)
         except ValueError:
             pass
-        delay = min(self.settings.backoff * (2 ** retry), self.settings.backoff_max)
+        delay = exponential(retry + 1, self.settings.backoff, self.settings.backoff_max)
         return delay * (0.5 + self._jitter.random() / 2)
 
 

@@ -12,7 +12,7 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from sandbox.backends import make_backend
 from sandbox.checkers import CheckBudget, CheckerPool
@@ -22,9 +22,12 @@ from sandbox.pool import SandboxPool
 from sandbox.sandbox import Sandbox
 from synth.errors import TransientFailure
 
+if TYPE_CHECKING:
+    from server.settings import Settings
+
 CHECKER_QUEUE = 64
 CHECKER_WAIT = 300.0  # gates judge one scenario after another: waiting is their normal pace
-INFRASTRUCTURE = "infrastructure"  # the rule of gate problems that are the sandbox's, not the code's
+INFRASTRUCTURE = "infrastructure"  # the rule of gate problems of the sandbox, not of the code
 
 
 def is_infrastructure_fault(kind: str) -> bool:
@@ -34,12 +37,19 @@ def is_infrastructure_fault(kind: str) -> bool:
 
 @dataclass(frozen=True)
 class Limits:
-    """Deadlines and sizes for work in a sandbox (from ``ENVSCALER_*`` settings)."""
+    """Deadlines and sizes for work in a sandbox: the gateway's settings of these names (one
+    definition, with their defaults and ``ENVSCALER_*`` variables: `server.settings.Settings`)."""
 
-    call_timeout: float = 5.0
-    load_timeout: float = 10.0
-    check_budget: CheckBudget = CheckBudget(cpu_seconds=2.0, memory_bytes=128 * 1_048_576)
-    max_result_bytes: int = 1_048_576
+    call_timeout: float
+    load_timeout: float
+    check_budget: CheckBudget
+    max_result_bytes: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        return cls(call_timeout=settings.call_timeout, load_timeout=settings.load_timeout,
+                   check_budget=settings.check_budget(),
+                   max_result_bytes=settings.max_result_bytes)
 
 
 class SandboxHub:
@@ -67,11 +77,9 @@ class SandboxHub:
             from sandbox.image import ensure_image
 
             image = ensure_image(docker.from_env(), settings.sandbox_base_image)
-        limits = Limits(call_timeout=settings.call_timeout, load_timeout=settings.load_timeout,
-                        check_budget=settings.check_budget(),
-                        max_result_bytes=settings.max_result_bytes)
         config = settings.sandbox_config(image=image, labels=labels)
-        return cls(config, limits, limit=limit, instance=f"synth-{settings.instance}")
+        return cls(config, Limits.from_settings(settings), limit=limit,
+                   instance=f"synth-{settings.instance}")
 
     async def start(self) -> Self:
         if self._pool is None:

@@ -121,13 +121,14 @@ def sandbox_image(docker_client) -> str:  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def docker_config(sandbox_image: str, socket_root: Path) -> SandboxConfig:
-    return SandboxConfig(backend="docker", image=sandbox_image, socket_root=socket_root,
-                         pool_size=0, labels=TEST_LABELS)
+    return SandboxConfig(sandbox_backend="docker", sandbox_image=sandbox_image,
+                         socket_root=socket_root, pool_size=0, labels=TEST_LABELS)
 
 
 @pytest.fixture
 def process_config(socket_root: Path) -> SandboxConfig:
-    return SandboxConfig(backend="process", socket_root=socket_root, pool_size=0, labels=TEST_LABELS)
+    return SandboxConfig(sandbox_backend="process", socket_root=socket_root, pool_size=0,
+                         labels=TEST_LABELS)
 
 
 def new_instance() -> str:

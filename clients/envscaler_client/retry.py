@@ -13,6 +13,9 @@ A request is retried only when sending it twice cannot do anything twice:
   dropped connection the session may exist, and sending again would open a second sandbox that
   nobody closes; a 429/502/503 may come from a proxy after the gateway created it. The caller
   gets the exception (with ``retry_after`` for capacity answers) and decides.
+
+The back-off is the client's own, not the service's (`common.backoff`): the client package is
+installed alone, without the service's code, and its waits also honour ``Retry-After``.
 """
 
 from __future__ import annotations

@@ -9,13 +9,15 @@ __all__ = ["SandboxBackend", "SandboxHandle", "make_backend"]
 
 
 def make_backend(config: SandboxConfig, instance: str) -> SandboxBackend:
-    """The backend named by ``config.backend``; imports lazily so `process` needs no Docker SDK."""
-    if config.backend == "docker":
+    """The backend named by ``config.sandbox_backend``; imports lazily so `process` needs no
+    Docker SDK."""
+    if config.sandbox_backend == "docker":
         from sandbox.backends.docker import DockerBackend
 
         return DockerBackend(config, instance)
-    if config.backend == "process":
+    if config.sandbox_backend == "process":
         from sandbox.backends.process import ProcessBackend
 
         return ProcessBackend(config, instance)
-    raise ValueError(f"unknown sandbox backend {config.backend!r}; choose 'docker' or 'process'")
+    raise ValueError(f"unknown sandbox backend {config.sandbox_backend!r}; choose 'docker' or "
+                     "'process'")

@@ -3,8 +3,10 @@
 The SDK is synchronous, so every engine call runs in a worker thread and never blocks the loop:
 threads of this backend's own (``ENVSCALER_DOCKER_THREADS``), so that an engine that hangs (it
 accepts and never answers) holds only them, never the default executor other work shares. Every
-engine request is bounded (``ENVSCALER_DOCKER_TIMEOUT``, the SDK's 30 s otherwise), and so is
-the wait for a free thread: a hung engine answers requests with a clear 503 within that bound.
+engine request is bounded by ``ENVSCALER_DOCKER_TIMEOUT`` (the SDK client's timeout, and the wait
+for its answer), and so is the wait for a free thread: a hung engine answers requests with a
+clear 503 within that bound. Only a create that started is awaited to its end (each of its
+requests within the client's timeout), so that its container is known, to be removed.
 The runtime's socket lives in a per-sandbox host directory bind-mounted at /run/envscaler, so a
 container can reach only its own socket and needs no network at all.
 """
@@ -77,23 +79,24 @@ class DockerBackend(SandboxBackend):
     def __init__(self, config: SandboxConfig, instance: str) -> None:
         super().__init__(instance, config.socket_root)
         self.config = config
-        self.isolation = "gvisor" if config.docker_runtime == "runsc" else "container"
+        self.isolation = "gvisor" if config.sandbox_runtime == "runsc" else "container"
         self.heartbeat = Heartbeat(config.socket_root, instance, config.heartbeat_interval)
         self._client: docker.DockerClient | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._unremoved: set[str] = set()  # containers to remove once the engine answers again
         # Containers known to be this service's, by id: (instance, sandbox name) from their labels
         self._known: dict[str, tuple[str, str]] = {}
-        self._threads = ThreadPoolExecutor(config.engine_threads,
+        self._threads = ThreadPoolExecutor(config.docker_threads,
                                            thread_name_prefix="envscaler-docker")
 
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
             try:
-                self._client = docker.from_env(timeout=self.config.engine_timeout)
+                self._client = docker.from_env(timeout=self.config.docker_timeout)
             except DockerException as exc:
-                raise SandboxUnavailable(f"no Docker engine answers: {exc}; run scripts/bootstrap") from exc
+                raise SandboxUnavailable(f"no Docker engine answers: {exc}; run "
+                                         "scripts/bootstrap") from exc
         return self._client
 
     async def _engine(self, call: Callable[..., T], *args: Any, abandon: bool = True) -> T:
@@ -105,13 +108,13 @@ class DockerBackend(SandboxBackend):
         job = self._threads.submit(call, *args)
         result = asyncio.wrap_future(job)
         try:
-            return await asyncio.wait_for(asyncio.shield(result), self.config.engine_timeout)
+            return await asyncio.wait_for(asyncio.shield(result), self.config.docker_timeout)
         except TimeoutError:
             if not (job.cancel() or abandon):
                 return await result
             result.add_done_callback(_ignore_outcome)
             raise EngineBusy(f"the Docker engine did not answer within "
-                             f"{self.config.engine_timeout:g} s") from None
+                             f"{self.config.docker_timeout:g} s") from None
 
     async def start(self) -> None:
         self.claim_root()
@@ -151,15 +154,17 @@ class DockerBackend(SandboxBackend):
             # user, which can then neither signal nor trace them (runtime/contain.py).
             network_mode="none", read_only=True, cap_drop=["ALL"], cap_add=TRUSTED_CAPABILITIES,
             security_opt=["no-new-privileges"],
-            mem_limit=cfg.memory, memswap_limit=cfg.memory, nano_cpus=int(cfg.cpus * 1e9),
-            pids_limit=cfg.pids, ipc_mode="none", runtime=cfg.docker_runtime, init=True,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_size}"},
+            mem_limit=cfg.sandbox_memory, memswap_limit=cfg.sandbox_memory,
+            nano_cpus=int(cfg.sandbox_cpus * 1e9),
+            pids_limit=cfg.sandbox_pids, ipc_mode="none", runtime=cfg.sandbox_runtime, init=True,
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.sandbox_tmpfs}"},
             binds={str(directory): {"bind": SOCKET_IN_CONTAINER, "mode": "rw"}},
-            log_config=_log_config(cfg.log_size),
+            log_config=_log_config(cfg.sandbox_log_size),
         )
         all_labels = {**cfg.labels, **labels, MANAGED: "1", INSTANCE: self.instance, ROLE: role,
                       SOCKET_ROOT: str(cfg.socket_root), SANDBOX: name}
-        return {"image": cfg.image, "name": f"envscaler-{self.instance}-{name}", "labels": all_labels,
+        return {"image": cfg.sandbox_image, "name": f"envscaler-{self.instance}-{name}",
+                "labels": all_labels,
                 "host_config": host_config, "user": "0:0", "network_disabled": True,
                 "command": _command(role)}
 
@@ -345,13 +350,14 @@ class DockerBackend(SandboxBackend):
         if state.get("EngineAway"):
             return "the Docker engine does not answer"
         if state.get("OOMKilled"):
-            return f"killed: out of memory (limit {self.config.memory})"
+            return f"killed: out of memory (limit {self.config.sandbox_memory})"
         if not state.get("Running"):
             return f"container exited with status {state.get('ExitCode')}"
         return ""
 
     async def _list(self, *label_filters: str) -> list[dict[str, Any]]:
-        filters = {"label": [f"{MANAGED}=1", f"{SOCKET_ROOT}={self.config.socket_root}", *label_filters]}
+        filters = {"label": [f"{MANAGED}=1", f"{SOCKET_ROOT}={self.config.socket_root}",
+                             *label_filters]}
         try:
             return await self._engine(lambda: self.client.api.containers(all=True, filters=filters))
         except ENGINE_ERRORS as exc:
@@ -398,9 +404,10 @@ class DockerBackend(SandboxBackend):
         def probe() -> dict[str, Any]:
             info = self.client.version()
             try:
-                self.client.api.inspect_image(self.config.image)
+                self.client.api.inspect_image(self.config.sandbox_image)
             except NotFound:
-                raise SandboxUnavailable(f"the sandbox image {self.config.image} does not exist "
+                raise SandboxUnavailable(f"the sandbox image {self.config.sandbox_image} does not "
+                                         "exist "
                                          "in the engine; build it with `envscaler sandbox build`"
                                          ) from None
             directory = self.config.socket_root / self.instance
@@ -414,7 +421,8 @@ class DockerBackend(SandboxBackend):
         except EngineBusy as exc:
             raise SandboxUnavailable(str(exc)) from exc
         return {"backend": self.name, "isolation": self.isolation, "engine": info.get("Version"),
-                "image": self.config.image, "runtime": self.config.docker_runtime or "runc"}
+                "image": self.config.sandbox_image,
+                "runtime": self.config.sandbox_runtime or "runc"}
 
     async def close(self) -> None:
         if self._reaper is not None:

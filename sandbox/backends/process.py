@@ -93,7 +93,7 @@ class ProcessBackend(SandboxBackend):
         super().__init__(instance, config.socket_root)
         self.config = config
         self.instance_dir = config.socket_root / instance
-        self._memory_bytes = parse_size(config.memory)
+        self._memory_bytes = parse_size(config.sandbox_memory)
         self._heartbeat = Heartbeat(config.socket_root, instance, config.heartbeat_interval)
         self._children: dict[str, _Child] = {}
         self._started = False

@@ -1,1 +1,2 @@
-"""In-sandbox runtime: loads one environment, executes tool calls, runs checks. Standard library only."""
+"""In-sandbox runtime: loads one environment, executes tool calls, runs checks. Standard library
+only."""

@@ -243,7 +243,7 @@ class _OverBudget(Exception):
 
 
 def _say(verdict: dict[str, Any]) -> None:
-    _write_all(VERDICT_FD, json.dumps(verdict).encode() + b"\n")
+    _write_all(VERDICT_FD, protocol.dump_body(verdict) + b"\n")
 
 
 def _answers(child: _Child, count: int) -> list[dict[str, Any] | None]:

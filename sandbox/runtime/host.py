@@ -18,8 +18,8 @@ import types
 from typing import Any
 
 from sandbox.runtime.determinism import DEFAULT_START, Determinism, parse_instant
-from sandbox.runtime.jsonsafe import dumps, to_json_safe
-from sandbox.runtime.protocol import OperationError, describe_exception
+from sandbox.runtime.jsonsafe import to_json_safe
+from sandbox.runtime.protocol import OperationError, describe_exception, dumps
 
 ENV_FILENAME = "env.py"
 MODULE_NAME = "envscaler_env"

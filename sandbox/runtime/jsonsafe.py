@@ -24,7 +24,6 @@ the same bytes. The conversion therefore never fails and never depends on memory
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from collections import deque
@@ -34,6 +33,8 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any
 from uuid import UUID
+
+from sandbox.runtime.protocol import dumps
 
 MAX_DEPTH = 100
 _SHORT_INT_BITS = 2000  # below the smallest allowed int_max_str_digits (640 digits, ~2126 bits)
@@ -45,11 +46,6 @@ _SCALARS = (type(None), bool, int, float, str)
 def to_json_safe(value: Any) -> Any:
     """A value made of dict/list/str/int/float/bool/None only, built from ``value``."""
     return _convert(value, 0, set())
-
-
-def dumps(value: Any) -> str:
-    """Canonical JSON text of an already JSON-safe value (compact; keys keep their order)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _convert(value: Any, depth: int, active: set[int]) -> Any:

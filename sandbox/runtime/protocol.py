@@ -19,7 +19,8 @@ Operations (fields beyond ``op``):
 - ``reset`` [``init_config``, ``seed``]       -> ``{"tools": [...]}``
 - ``call``  ``name, arguments`` [, ``executed``] -> the tool's JSON-safe result
 - ``state`` [``executed``]                    -> the public attributes of the instance
-- ``snapshot`` [``executed``]                 -> ``{"initial", "final"}``: JSON texts of the state after load/reset and now
+- ``snapshot`` [``executed``]                 -> ``{"initial", "final"}``: JSON texts of the state
+                                                after load/reset and now
 
 Check functions never run here (a process that ran environment code cannot be trusted with a
 verdict): the checker (``checker.py``, its own sandbox) serves ``ping`` and ``check``
@@ -64,6 +65,7 @@ from typing import Any, NamedTuple
 
 HEADER = struct.Struct(">I")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 MAX_DESCRIPTION_CHARS = 2000
 NUMBER = (int, float)
 _NONE = type(None)
@@ -185,11 +187,15 @@ def encode(message: Any) -> bytes:
     return frame(dump_body(message))
 
 
+def dumps(value: Any) -> str:
+    """The runtime's one JSON encoding: compact, non-ASCII kept as is, no NaN. Message bodies,
+    the canonical texts of states and the checker's verdicts are all written by it."""
+    return _ENCODER.encode(value)
+
+
 def dump_body(message: Any) -> bytes:
-    """A message's JSON as sent: compact UTF-8, no NaN, lone surrogates as ``surrogatepass``
-    bytes."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8", "surrogatepass")
+    """A message's JSON as sent: `dumps` in UTF-8, lone surrogates as ``surrogatepass`` bytes."""
+    return dumps(message).encode("utf-8", "surrogatepass")
 
 
 def frame(body: bytes) -> bytes:

@@ -11,6 +11,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from common.jsoncodec import dump_bytes, dumps
 from sandbox.backends.base import SandboxBackend
 from sandbox.checkers import CheckerPool, ChecksKilledChecker, ChecksStarved
 from sandbox.errors import (
@@ -20,7 +21,6 @@ from sandbox.errors import (
     SandboxError,
     SandboxGone,
 )
-from sandbox.jsoncodec import dump_bytes
 from sandbox.pool import SandboxPool
 from sandbox.sandbox import Snapshot
 from server.auth import Principal, check_agent, token_hash, verify_agent
@@ -47,7 +47,7 @@ from server.sessions.expiry import SessionExpiry
 from server.sessions.locking import SessionLocks
 from server.sessions.sandboxes import STALE_SANDBOX, SessionSandboxes
 from server.settings import Settings
-from server.store import Record, SessionLock, SessionStore, dumps
+from server.store import Record, SessionLock, SessionStore
 
 log = logging.getLogger("envscaler.server.sessions")
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from envformat.loader import EnvPackage, load_catalogue
 from sandbox.config import SandboxConfig
+from server.settings import Settings
 from synth.record import replay_run
 from synth.sandboxes import Limits, SandboxHub
 from tests.conftest import REPO_ROOT, TEST_LABELS, new_instance
@@ -34,10 +35,10 @@ def synthesized() -> list[EnvPackage]:
 @pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
 async def test_a_kept_run_regenerates_its_environments_byte_for_byte(
         run: Path, tmp_path: Path, socket_root: Path) -> None:
-    hub = SandboxHub(SandboxConfig(backend="process", socket_root=socket_root, pool_size=0,
-                                   labels=TEST_LABELS, memory="1g"),
+    hub = SandboxHub(SandboxConfig(sandbox_backend="process", socket_root=socket_root, pool_size=0,
+                                   labels=TEST_LABELS, sandbox_memory="1g"),
                      # a check past its deadline drops a scenario: give a loaded machine room
-                     Limits(), limit=2, instance=new_instance())
+                     Limits.from_settings(Settings()), limit=2, instance=new_instance())
     try:
         result = await replay_run(run, tmp_path, hub=hub)
     finally:

@@ -46,7 +46,8 @@ RUNTIMES = pytest.mark.parametrize("runtime", [None, "runsc"], ids=["runc", "gvi
 @asynccontextmanager
 async def checker_pool(config: SandboxConfig, runtime: str | None,
                        cpus: float = 1.0) -> AsyncIterator[CheckerPool]:
-    config = dataclasses.replace(config, docker_runtime=runtime, pids=128, cpus=cpus)
+    config = dataclasses.replace(config, sandbox_runtime=runtime, sandbox_pids=128,
+                                 sandbox_cpus=cpus)
     pool = CheckerPool(DockerBackend(config, new_instance()), size=1, max_waiting=4,
                        wait_timeout=30)
     await pool.start()

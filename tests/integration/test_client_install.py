@@ -22,7 +22,7 @@ from cli.main import app
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = REPO_ROOT / "clients"
 SERVICE_PACKAGES = ("fastapi", "starlette", "uvicorn", "redis", "docker", "typer", "rich", "click",
-                    "jsonschema", "server", "sandbox", "envformat", "synth", "cli", "bench",
+                    "jsonschema", "server", "sandbox", "common", "envformat", "synth", "cli", "bench",
                     "importers", "transformers", "trl", "verl", "torch")  # the trainers are extras
 BUILT = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
 

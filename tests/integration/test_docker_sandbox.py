@@ -99,7 +99,8 @@ TOOLS = ["record", "identity", "interfaces", "route_out", "write", "fork_bomb", 
 async def pool(request: pytest.FixtureRequest, docker_config: SandboxConfig) -> AsyncIterator[SandboxPool]:
     # Under gVisor the cgroup's pid limit also counts the Sentry's own threads: it needs headroom.
     pids = 32 if request.param is None else 64
-    config = dataclasses.replace(docker_config, memory="128m", pids=pids, docker_runtime=request.param)
+    config = dataclasses.replace(docker_config, sandbox_memory="128m", sandbox_pids=pids,
+                                 sandbox_runtime=request.param)
     pool = SandboxPool(DockerBackend(config, new_instance()), config)
     await pool.start()
     yield pool
@@ -132,9 +133,9 @@ async def test_root_filesystem_is_read_only(pool: SandboxPool) -> None:
 async def test_fork_bomb_is_held_by_the_pid_limit(pool: SandboxPool) -> None:
     bystander = await loaded(pool)
     sandbox = await loaded(pool)
-    if pool.config.docker_runtime is None:
+    if pool.config.sandbox_runtime is None:
         result = await sandbox.call("fork_bomb", {}, timeout=30)
-        assert result["data"]["forked"] < pool.config.pids
+        assert result["data"]["forked"] < pool.config.sandbox_pids
         assert result["data"]["error"] == "Resource temporarily unavailable"
         assert (await sandbox.call("record", {"label": "after"}, timeout=5))["success"] is True
     else:  # gVisor's Sentry runs out of host threads under the same limit: its sandbox dies alone

@@ -350,8 +350,8 @@ async def test_destroy_leaves_no_process_and_no_directory(backend: ProcessBacken
 
 
 async def test_a_runtime_that_cannot_start_is_reported_and_cleaned_up(process_config: SandboxConfig) -> None:
-    config = SandboxConfig(backend="process", socket_root=process_config.socket_root,
-                           memory="20m", start_timeout=3)
+    config = SandboxConfig(sandbox_backend="process", socket_root=process_config.socket_root,
+                           sandbox_memory="20m", start_timeout=3)
     backend = ProcessBackend(config, new_instance())
     with pytest.raises(SandboxUnavailable, match="sandbox runtime"):
         await backend.create(TEST_LABELS)
@@ -369,7 +369,8 @@ from sandbox.client import RuntimeClient
 from sandbox.config import SandboxConfig
 
 async def main():
-    config = SandboxConfig(backend="process", socket_root=Path(sys.argv[1]), heartbeat_interval=0.1)
+    config = SandboxConfig(sandbox_backend="process", socket_root=Path(sys.argv[1]),
+                           heartbeat_interval=0.1)
     backend = ProcessBackend(config, sys.argv[2])
     handle = await backend.create({})
     socket_path = backend.socket_path(handle)

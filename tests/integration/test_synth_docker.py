@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.config import SandboxConfig
+from server.settings import Settings
 from synth.pipeline import run_all
 from synth.replay_server import ReplayServer
 from synth.sandboxes import Limits, SandboxHub
@@ -30,14 +31,15 @@ async def test_the_pipeline_on_docker_sandboxes(docker_config: SandboxConfig, so
                                                 tmp_path: Path, docker_client) -> None:  # type: ignore[no-untyped-def]
     with ReplayServer(Transcript(TRANSCRIPT)) as server:
         settings = fixture_settings(base_url=server.base_url)
-        async with SandboxHub(docker_config, Limits(), limit=2, instance=new_instance()) as hub:
+        async with SandboxHub(docker_config, Limits.from_settings(Settings()), limit=2,
+                              instance=new_instance()) as hub:
             docker = await run_all(settings, tasks=TASKS, out=tmp_path / "docker",
                                    workdir=tmp_path / "work-docker", hub=hub)
             # every environment sandbox was removed after its use (the hub's checker remains)
             assert docker_client.containers.list(all=True, filters={"label": [
                 f"envscaler.instance={hub.instance}", "envscaler.role=runtime"]}) == []
-        async with SandboxHub(sandbox_config(socket_root), Limits(), limit=2,
-                              instance=new_instance()) as hub:
+        async with SandboxHub(sandbox_config(socket_root), Limits.from_settings(Settings()),
+                              limit=2, instance=new_instance()) as hub:
             process = await run_all(settings, tasks=TASKS, out=tmp_path / "process",
                                     workdir=tmp_path / "work-process", hub=hub)
     assert docker.complete and process.complete

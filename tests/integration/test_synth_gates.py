@@ -10,6 +10,7 @@ import pytest
 
 from envformat import derive_tools
 from sandbox.config import SandboxConfig
+from server.settings import Settings
 from synth.gates.executable import executable_gate
 from synth.gates.report import GateResult
 from synth.gates.scenario import ScenarioSpec, scenario_gate
@@ -62,7 +63,7 @@ class Store:
 '''
 CONFIG = {"items": {"A": {"item_id": "A", "count": 1, "note": ""},
                     "B": {"item_id": "B", "count": 0, "note": "empty"}}}
-LIMITS = Limits(call_timeout=2.0, load_timeout=10.0)
+LIMITS = Limits.from_settings(Settings(call_timeout=2.0, load_timeout=10.0))
 
 
 def with_tool(code: str, header: str = "") -> str:
@@ -72,7 +73,7 @@ def with_tool(code: str, header: str = "") -> str:
 
 @pytest.fixture
 async def hub(process_config: SandboxConfig) -> AsyncIterator[SandboxHub]:
-    config = dataclasses.replace(process_config, memory="1g")  # see test_synth_pipeline
+    config = dataclasses.replace(process_config, sandbox_memory="1g")  # see test_synth_pipeline
     async with SandboxHub(config, LIMITS, limit=2, instance=new_instance()) as hub:
         yield hub
 

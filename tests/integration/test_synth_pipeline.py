@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from envformat import derive_tools, load_env, sync_manifest
 from sandbox.config import SandboxConfig
 from synth import PIPELINE_VERSION
+from server.settings import Settings
 from synth.pipeline import RunResult, run_all, run_scen, run_skel
 from synth.record import record_run, replay_run
 from synth.replay_server import ReplayServer
@@ -67,12 +68,13 @@ PROCESS_MEMORY = "1g"
 
 
 def sandbox_config(socket_root: Path) -> SandboxConfig:
-    return SandboxConfig(backend="process", socket_root=socket_root, pool_size=0,
-                         labels=TEST_LABELS, memory=PROCESS_MEMORY)
+    return SandboxConfig(sandbox_backend="process", socket_root=socket_root, pool_size=0,
+                         labels=TEST_LABELS, sandbox_memory=PROCESS_MEMORY)
 
 
 def new_hub(socket_root: Path) -> SandboxHub:
-    return SandboxHub(sandbox_config(socket_root), Limits(), limit=2, instance=new_instance())
+    return SandboxHub(sandbox_config(socket_root), Limits.from_settings(Settings()), limit=2,
+                      instance=new_instance())
 
 
 class FlakyReplay(ReplayServer):

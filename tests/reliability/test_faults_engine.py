@@ -37,9 +37,9 @@ def hung_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 
 async def test_a_hung_engine_fails_requests_within_the_engine_timeout_and_starves_nothing(
         hung_engine: Path, socket_root: Path) -> None:
-    config = SandboxConfig(backend="docker", image="envscaler-sandbox:absent",
+    config = SandboxConfig(sandbox_backend="docker", sandbox_image="envscaler-sandbox:absent",
                            socket_root=socket_root, pool_size=0, labels=TEST_LABELS,
-                           engine_timeout=0.5, engine_threads=2)
+                           docker_timeout=0.5, docker_threads=2)
     backend = DockerBackend(config, new_instance())
     try:
         async with asyncio.timeout(20):  # the SDK's default would hold each for 30 s

@@ -62,8 +62,8 @@ async def main():
     gateway_port = listening_socket("127.0.0.1", 0)
     gateway_port.listen(8)
     port = gateway_port.getsockname()[1]
-    backend = ProcessBackend(SandboxConfig(backend="process", socket_root=Path(sys.argv[1])),
-                             sys.argv[2])
+    backend = ProcessBackend(SandboxConfig(sandbox_backend="process",
+                                           socket_root=Path(sys.argv[1])), sys.argv[2])
     try:
         sandbox = Sandbox(await backend.create({}), backend)
         await sandbox.load(source=sys.argv[3], class_name="Spy", tools=["probe"],

@@ -138,8 +138,9 @@ async def test_the_reaper_removes_only_dead_instances_directories_of_its_own_mak
     linked.symlink_to(outside / linked.name)
     (root / "notes.txt").write_text("keep me")
 
-    config = SandboxConfig(backend=backend_name, image=sandbox_image, socket_root=root,
-                           pool_size=0, labels=TEST_LABELS, heartbeat_interval=0.1)
+    config = SandboxConfig(sandbox_backend=backend_name, sandbox_image=sandbox_image,
+                           socket_root=root, pool_size=0, labels=TEST_LABELS,
+                           heartbeat_interval=0.1)
     backend = make_backend(config, new_instance())
     await backend.start()
     try:

@@ -1,4 +1,4 @@
-"""`sandbox.jsoncodec`: orjson's speed, with the standard library's answer wherever orjson refuses
+"""`common.jsoncodec`: orjson's speed, with the standard library's answer wherever orjson refuses
 what the standard library accepts (the gateway must not start refusing valid messages)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sandbox import jsoncodec
+from common import jsoncodec
 from sandbox.runtime import protocol
 
 
@@ -30,6 +30,11 @@ def test_what_orjson_refuses_falls_back_to_the_standard_library() -> None:
     assert jsoncodec.dump_bytes(lone) == b'{"s":"\xed\xa0\x80"}'  # surrogatepass, as the runtime
     assert jsoncodec.loads(jsoncodec.dump_bytes(lone)) == lone
     assert jsoncodec.loads("[NaN]")[0] != jsoncodec.loads("[NaN]")[0]  # NaN, as json.loads
+
+
+@pytest.mark.parametrize("value", [{"s": "\ud800", "é": [1, 2.5]}, {1: "int key"}, [2**80]])
+def test_the_fallback_encodes_as_the_in_sandbox_runtime_does(value: object) -> None:
+    assert jsoncodec.dump_bytes(value) == protocol.dump_body(value)
 
 
 def test_no_nan_token_is_ever_written() -> None:

@@ -1,0 +1,47 @@
+"""The host's one JSON codec (gateway, sandbox client, session store): orjson, several times
+faster than the standard library, with the standard library's behaviour wherever orjson refuses
+what the standard library accepts.
+
+The two differ only at the edges: lone surrogates (valid JSON escapes, which the in-sandbox
+runtime sends as ``surrogatepass`` bytes) and nesting deeper than orjson's limit. There the
+standard library answers, encoding exactly as the runtime does (`sandbox.runtime.protocol.dumps`,
+which cannot be imported from here without tying the gateway to the runtime's package), so no
+message that was valid before is refused now. One difference is kept: orjson writes NaN as null
+where the standard library (``allow_nan=False``) refuses it; nothing on the hot path holds NaN
+(arguments and ``init_config`` are strict JSON, the runtime never sends it).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+_STANDARD = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text, non-ASCII kept as is (``json.dumps(separators=(",", ":"),
+    ensure_ascii=False, allow_nan=False)``)."""
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return _STANDARD.encode(value)
+
+
+def dump_bytes(value: Any) -> bytes:
+    """`dumps` as UTF-8 bytes, lone surrogates as ``surrogatepass`` bytes (as the runtime sends
+    them)."""
+    try:
+        return orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError):
+        return _STANDARD.encode(value).encode("utf-8", "surrogatepass")
+
+
+def loads(text: str | bytes) -> Any:
+    """Like ``json.loads`` (its exceptions too) for every input."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
