@@ -1,26 +1,37 @@
 """The static gate: rules checked on the syntax tree of generated code, which is never run here.
 
-For an environment module (``static_gate``):
+It flags only what the source proves wrong, or what breaks the sandbox's policy; what tools return
+in general is the executable gate's to judge, on the values they actually return. For an
+environment module (``static_gate``):
 
-- ``syntax``: the module parses; the class exists, with an ``__init__`` taking ``init_config``;
-- ``import``: imports (anywhere) only of allowlisted standard modules; no relative imports;
-- ``forbidden-name``: no ``exec``, ``eval``, ``compile``, ``open``, ``__import__``, ``globals``,
-  ``locals``, ``vars``, ``breakpoint``, ``input``, ``exit``, ``quit``, ``help``, ``memoryview``;
-- ``dunder``: no dunder attribute (``x.__class__``, ``__dict__``, ``__globals__``...; only
+- ``syntax``: the module parses; the class exists; an ``__init__`` of its own, when it has one,
+  can be called with ``init_config`` alone; it has tools (public methods), or a base to inherit
+  them from;
+- ``undefined-name``: no name used in code that nothing could define (a ``NameError`` whenever the
+  line runs; annotations are not looked at);
+- ``import`` (policy): imports (anywhere) only of allowlisted standard modules; no relative imports;
+- ``forbidden-name`` (policy): no ``exec``, ``eval``, ``compile``, ``open``, ``__import__``,
+  ``globals``, ``locals``, ``vars``, ``breakpoint``, ``input``, ``exit``, ``quit``, ``help``,
+  ``memoryview``;
+- ``dunder`` (policy): no dunder attribute (``x.__class__``, ``__dict__``, ``__globals__``...; only
   ``__init__`` and ``__name__`` are allowed) and no dunder name (``__builtins__``, ``__file__``...);
-- ``dynamic-attribute``: ``getattr``/``setattr``/``delattr`` only with a literal name that does not
-  start with ``_`` (``hasattr`` may take any non-private name);
-- ``top-level``: at module level only imports, classes, functions, docstrings and constant
+- ``dynamic-attribute`` (policy): ``getattr``/``setattr``/``delattr`` only with a literal name
+  that does not start with ``_`` (``hasattr`` may take any non-private name);
+- ``top-level`` (policy): at module level only imports, classes, functions, docstrings and constant
   assignments (literals, type expressions, ``TypedDict(...)``/``NewType``/``TypeVar`` calls); class
   bodies likewise; decorators only ``staticmethod``/``classmethod``/``property`` (and its
   accessors)/``dataclass``; default values constant; no metaclass;
 - ``shared-state``: no ``global`` statement, no write to class-level state (``ClassName.x = ...``,
-  ``type(self).x``, ``cls.x``, or mutating a class-level list/dict/set through ``self``) and no
-  mutation of a module-level container: such state would survive a reset and leak from one
-  episode into the next;
-- ``return``: every tool (public method) returns a dict literal with a ``"success"`` key on every
-  ``return``, cannot end without returning, and is not a generator or ``async``. (The original's
-  check of this was a no-op; this one is not.)
+  ``type(self).x``, ``cls.x``, or mutating a class-level list/dict/set through ``self``; a
+  dataclass's fields are per instance) and no mutation of a module-level container (a local of
+  the same name is not one): such state lives outside the instance's attributes, so the served
+  state and the check functions never see it (a reset runs the module anew, so it does not leak
+  between episodes);
+- ``return``: no tool returns a literal that cannot be its result (``None``, a bare ``return``,
+  a constant, a list, tuple, set, string or generator expression, a dict literal without a
+  ``"success"`` key and without ``**``; either branch of a conditional expression), no tool
+  never returns a value (every path falls off the end, returns None or raises), and no tool is
+  a generator or ``async``. A returned variable, call or other expression is not judged here.
 
 For check functions (``check_function_problems``): the same import, name, dunder and top-level
 rules, plus a ``check_func`` with exactly one positional parameter.
@@ -30,6 +41,7 @@ from __future__ import annotations
 
 import ast
 
+from synth.gates.names import bound_names, parameter_names, undefined_names
 from synth.gates.report import GateResult, Problem
 
 ALLOWED_MODULES = frozenset({
@@ -75,6 +87,8 @@ def static_gate(source: str, class_name: str) -> GateResult:
     problems = result.problems
     problems += _safety_problems(module)
     problems += _top_level_problems(module)
+    problems += [Problem("undefined-name", f"uses the name {name}, which nothing defines", line)
+                 for name, line in undefined_names(module)]
     cls = next((node for node in module.body
                 if isinstance(node, ast.ClassDef) and node.name == class_name), None)
     if cls is None:
@@ -134,8 +148,8 @@ def _safety_problems(module: ast.Module) -> list[Problem]:
         elif isinstance(node, ast.Call):
             problems += _attribute_call_problem(node)
         elif isinstance(node, ast.Global):
-            problems.append(Problem("shared-state", "global statement: module state survives "
-                                    "a reset", node.lineno))
+            problems.append(Problem("shared-state", "global statement: module state, which "
+                                    "the served state does not show", node.lineno))
     return problems
 
 
@@ -221,7 +235,8 @@ def _call_name(func: ast.expr) -> str | None:
     return None
 
 
-def _decorator_problems(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[Problem]:
+def _decorator_problems(
+        node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[Problem]:
     problems = []
     for decorator in node.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
@@ -255,61 +270,72 @@ def _is_property(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def _tools(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    return [node for node in _methods(cls) if not node.name.startswith("_") and not _is_property(node)]
+    return [node for node in _methods(cls)
+            if not node.name.startswith("_") and not _is_property(node)]
 
 
 def _class_problems(cls: ast.ClassDef) -> list[Problem]:
+    """A constructor the runtime cannot call, or no tools at all (none inherited either)."""
     problems: list[Problem] = []
     init = next((node for node in _methods(cls) if node.name == "__init__"), None)
-    if init is None:
-        problems.append(Problem("syntax", f"class {cls.name} has no __init__", cls.lineno))
-    else:
+    if init is not None:
         positional = len(init.args.posonlyargs) + len(init.args.args) - 1
         required = positional - len(init.args.defaults)
-        if positional > 1 or required > 1 or init.args.vararg or \
-                any(default is None for default in init.args.kw_defaults):
+        if required > 1 or any(default is None for default in init.args.kw_defaults):
             problems.append(Problem("syntax", "__init__ must take at most one argument "
                                     "(init_config)", init.lineno))
-    if not _tools(cls):
+    if not _tools(cls) and not cls.bases:
         problems.append(Problem("syntax", f"class {cls.name} has no tools (public methods)",
                                 cls.lineno))
     return problems
 
 
 def _shared_state_problems(module: ast.Module, cls: ast.ClassDef) -> list[Problem]:
-    """Writes to class-level state, which survives resets (the instance is rebuilt, not the class)."""
+    """Writes to class- or module-level state: state outside the instance's attributes, which
+    the served state (and so every check function) never shows."""
     problems: list[Problem] = []
-    instance_attributes = _instance_attributes(cls)
+    fields = _dataclass_fields(cls)
     mutable_class_attributes = {
         target.id for stmt in cls.body if isinstance(stmt, (ast.Assign, ast.AnnAssign))
         for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
         if isinstance(target, ast.Name) and isinstance(stmt.value, _MUTABLE_VALUES)
-    } - instance_attributes
+    } - _instance_attributes(cls) - fields
     class_names = {node.name for node in module.body if isinstance(node, ast.ClassDef)}
     module_mutable = {
         target.id for stmt in module.body if isinstance(stmt, (ast.Assign, ast.AnnAssign))
         for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
         if isinstance(target, ast.Name) and isinstance(stmt.value, _MUTABLE_VALUES)}
     for method in _methods(cls):
+        local = parameter_names(method.args) | bound_names(method.body)  # they shadow the module's
         for node in ast.walk(method):
-            targets: list[ast.expr] = []
-            receiver = False
-            if isinstance(node, ast.Assign):
-                targets = list(node.targets)
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-                targets = [node.target]
-            elif isinstance(node, ast.Delete):
-                targets = list(node.targets)
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                    node.func.attr in MUTATING_METHODS:
-                targets, receiver = [node.func.value], True
+            targets, receiver = _written(node)
             for target in targets:
                 reason = _class_state_write(target, class_names, mutable_class_attributes) or \
-                    _module_state_write(target, module_mutable, receiver)
+                    _module_state_write(target, module_mutable - local, receiver)
                 if reason:
-                    problems.append(Problem("shared-state", f"{method.name} {reason}, which "
-                                            "survives a reset", node.lineno))
+                    problems.append(Problem("shared-state", f"{method.name} {reason}, state "
+                                            f"that the served state does not show", node.lineno))
     return problems
+
+
+def _written(node: ast.AST) -> tuple[list[ast.expr], bool]:
+    """The targets ``node`` writes, and whether it is a mutating method call on its target."""
+    if isinstance(node, (ast.Assign, ast.Delete)):
+        return list(node.targets), False
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        return [node.target], False
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in MUTATING_METHODS:
+        return [node.func.value], True
+    return [], False
+
+
+def _dataclass_fields(cls: ast.ClassDef) -> set[str]:
+    """The annotated class attributes of a ``@dataclass``: each instance gets its own."""
+    decorated = any(_call_name(decorator.func if isinstance(decorator, ast.Call) else decorator)
+                    == "dataclass" for decorator in cls.decorator_list)
+    return {stmt.target.id for stmt in cls.body if decorated and isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)}
 
 
 def _module_state_write(target: ast.expr, module_mutable: set[str], receiver: bool) -> str | None:
@@ -352,7 +378,7 @@ def _class_state_write(target: ast.expr, class_names: set[str], mutable: set[str
     return None
 
 
-# --- tools return {"success": ...} on every path -----------------------------------------------
+# --- what tools return, where the source alone proves it wrong ---------------------------------
 
 def _return_problems(cls: ast.ClassDef) -> list[Problem]:
     problems: list[Problem] = []
@@ -361,19 +387,21 @@ def _return_problems(cls: ast.ClassDef) -> list[Problem]:
             problems.append(Problem("return", f"tool {tool.name} is async; tools are called "
                                     "synchronously", tool.lineno, tool.name))
             continue
-        for node in _own_nodes(tool):
-            if isinstance(node, (ast.Yield, ast.YieldFrom)):
-                problems.append(Problem("return", f"tool {tool.name} is a generator",
-                                        node.lineno, tool.name))
-            elif isinstance(node, ast.Return):
-                what = _returned_kind(node.value)
-                if what is not None:
-                    problems.append(Problem("return", f"tool {tool.name} returns {what}, not a "
-                                            "dict literal with a 'success' key", node.lineno,
-                                            tool.name))
-        if not _always_exits(tool.body):
-            problems.append(Problem("return", f"tool {tool.name} can end without a return "
-                                    "(it would return None)", tool.lineno, tool.name))
+        own = _own_nodes(tool)
+        if any(isinstance(node, (ast.Yield, ast.YieldFrom)) for node in own):
+            problems.append(Problem("return", f"tool {tool.name} is a generator", tool.lineno,
+                                    tool.name))
+            continue
+        returns = [node for node in own if isinstance(node, ast.Return)]
+        for node in returns:
+            what = _not_a_result(node.value)
+            if what is not None:
+                problems.append(Problem("return", f"tool {tool.name} returns {what}, not a dict "
+                                        "with a 'success' key", node.lineno, tool.name))
+        if not any(node.value is not None and not _is_none(node.value) for node in returns):
+            problems.append(Problem("return", f"tool {tool.name} never returns a value: it can "
+                                    "end without a return on every path (it would return None)",
+                                    tool.lineno, tool.name))
     return problems
 
 
@@ -390,59 +418,36 @@ def _own_nodes(func: ast.FunctionDef) -> list[ast.AST]:
     return found
 
 
-def _returned_kind(value: ast.expr | None) -> str | None:
-    """None when ``value`` is a dict literal with a "success" key; otherwise what it is."""
-    if value is None or (isinstance(value, ast.Constant) and value.value is None):
-        return "None (a bare return)" if value is None else "None"
-    if isinstance(value, ast.Dict):
-        keys = [key.value for key in value.keys if isinstance(key, ast.Constant)]
-        return None if "success" in keys else "a dict without a 'success' key"
-    if isinstance(value, ast.Call) and _call_name(value.func) == "dict":
-        names = [keyword.arg for keyword in value.keywords]
-        return None if "success" in names else "a dict without a 'success' key"
+def _is_none(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and value.value is None
+
+
+def _not_a_result(value: ast.expr | None) -> str | None:
+    """What ``value`` is when it is a literal that cannot be a tool's result (a dict with a
+    ``success`` key), else None: variables, calls and other expressions are the executable
+    gate's to judge, on the values they actually take."""
+    if value is None:
+        return "None (a bare return)"
     if isinstance(value, ast.Constant):
-        return f"the constant {value.value!r}"
-    if isinstance(value, ast.Name):
-        return f"the variable {value.id}"
-    return f"an expression ({type(value).__name__})"
+        return "None" if value.value is None else f"the constant {value.value!r}"
+    if isinstance(value, ast.IfExp):
+        branch = _not_a_result(value.body) or _not_a_result(value.orelse)
+        return None if branch is None else f"a conditional that can give {branch}"
+    if isinstance(value, ast.Dict):
+        spread = any(key is None for key in value.keys)  # {**other, ...} may bring the key
+        keys = {key.value for key in value.keys if isinstance(key, ast.Constant)}
+        return None if spread or "success" in keys else "a dict without a 'success' key"
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+            value.func.id == "dict" and not value.args:
+        names = {keyword.arg for keyword in value.keywords}  # None: dict(**other)
+        return None if None in names or "success" in names else "a dict without a 'success' key"
+    for kinds, what in _LITERALS:
+        if isinstance(value, kinds):
+            return what
+    return None
 
 
-def _always_exits(body: list[ast.stmt]) -> bool:
-    """Whether running ``body`` always ends in a return or a raise (or never ends)."""
-    return any(_stmt_exits(stmt) for stmt in body)
-
-
-def _stmt_exits(stmt: ast.stmt) -> bool:
-    if isinstance(stmt, (ast.Return, ast.Raise)):
-        return True
-    if isinstance(stmt, ast.If):
-        return _always_exits(stmt.body) and _always_exits(stmt.orelse)
-    if isinstance(stmt, (ast.With, ast.AsyncWith)):
-        return _always_exits(stmt.body)
-    if isinstance(stmt, (ast.Try, ast.TryStar)):
-        if _always_exits(stmt.finalbody):
-            return True
-        main = _always_exits(stmt.body) or _always_exits(stmt.orelse)
-        return main and all(_always_exits(handler.body) for handler in stmt.handlers)
-    if isinstance(stmt, ast.Match):
-        irrefutable = any(isinstance(case.pattern, ast.MatchAs) and case.pattern.pattern is None
-                          and case.guard is None for case in stmt.cases)
-        return irrefutable and all(_always_exits(case.body) for case in stmt.cases)
-    if isinstance(stmt, ast.While):
-        endless = isinstance(stmt.test, ast.Constant) and bool(stmt.test.value)
-        return endless and not _breaks(stmt.body)
-    return False
-
-
-def _breaks(body: list[ast.stmt]) -> bool:
-    """Whether a ``break`` in ``body`` leaves this loop (not a nested one)."""
-    stack: list[ast.AST] = list(body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Break):
-            return True
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
-                             ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-    return False
+_LITERALS: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    ((ast.List, ast.ListComp), "a list"), (ast.Tuple, "a tuple"),
+    ((ast.Set, ast.SetComp), "a set"), (ast.GeneratorExp, "a generator"),
+    (ast.JoinedStr, "a string"), (ast.Lambda, "a function"))

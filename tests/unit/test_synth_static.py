@@ -206,23 +206,21 @@ def test_constant_assignments_and_typed_dict_calls_are_fine() -> None:
 
 
 @pytest.mark.parametrize(("body", "fragment"), [
-    ('def t(self) -> dict:\n    return None', "returns None, not a dict literal"),
+    ('def t(self) -> dict:\n    return None', "returns None, not a dict"),
     ('def t(self) -> dict:\n    return', "returns None (a bare return)"),
     ('def t(self) -> dict:\n    return {"ok": True}', "returns a dict without a 'success' key"),
-    ('def t(self) -> dict:\n    result = {"success": True}\n    return result',
-     "returns the variable result"),
     ('def t(self) -> dict:\n    return True', "returns the constant True"),
     ('def t(self) -> dict:\n    return dict(ok=1)', "returns a dict without a 'success' key"),
-    ('def t(self, x: int) -> dict:\n    if x:\n        return {"success": True}',
-     "can end without a return"),
+    ('def t(self) -> dict:\n    return [1]', "returns a list"),
+    ('def t(self, x: int) -> dict:\n    return {"success": True} if x else "no"',
+     "returns a conditional that can give the constant 'no'"),
     ('def t(self) -> dict:\n    self.x["a"] = 1', "can end without a return"),
-    (('def t(self, x: int) -> dict:\n    try:\n        return {"success": True}\n'
-     '    except ValueError:\n        pass'), "can end without a return"),
+    ('def t(self) -> dict:\n    raise ValueError("no")', "never returns a value"),
     ('def t(self) -> dict:\n    yield {"success": True}', "is a generator"),
     ('async def t(self) -> dict:\n    return {"success": True}', "is async"),
     ('def t(self) -> dict:\n    while True:\n        break\n', "can end without a return"),
 ])
-def test_every_return_path_of_a_tool_gives_a_success_dict(body: str, fragment: str) -> None:
+def test_returns_that_cannot_give_a_success_dict_fail(body: str, fragment: str) -> None:
     found = rules(with_tool(body))
     assert any(rule == "return" and fragment in message for rule, message in found), found
 
@@ -235,8 +233,16 @@ def test_every_return_path_of_a_tool_gives_a_success_dict(body: str, fragment: s
     '        case _:\n            return {"success": False, "error": "no"}'),
     'def t(self) -> dict:\n    def inner():\n        return 1\n    return {"success": True, "data": inner()}',
     'def _private(self):\n    return 42',
+    # what these return is the executable gate's to judge, on the values they actually give
+    'def t(self) -> dict:\n    result = {"success": True}\n    return result',
+    'def t(self, x: int) -> dict:\n    return {"success": True} if x else self._fail("x")',
+    'def t(self) -> dict:\n    return self._answer()',
+    'def t(self) -> dict:\n    return {**self._base(), "data": 1}',
+    'def t(self, x: int) -> dict:\n    if x:\n        return {"success": True}',
+    ('def t(self, x: int) -> dict:\n    try:\n        return {"success": True}\n'
+     '    except ValueError:\n        pass'),
 ])
-def test_exits_that_are_not_missing_returns_pass(body: str) -> None:
+def test_returns_the_source_cannot_prove_wrong_pass(body: str) -> None:
     found = rules(with_tool(body + '\n\ndef ok(self) -> dict:\n    return {"success": True}'))
     assert [rule for rule, _ in found if rule == "return"] == []
 
@@ -259,6 +265,92 @@ def test_state_that_survives_a_reset_fails(body: str, fragment: str) -> None:
               f"    def __init__(self, init_config):\n        self.x = {{}}\n\n{method}\n")
     found = rules(source)
     assert any(rule == "shared-state" and fragment in message for rule, message in found), found
+
+
+def test_names_that_nothing_defines_fail() -> None:
+    source = with_tool('''
+        def t(self, key: str) -> dict:
+            found = [item for item in self.x if item == key]
+            return {"success": True, "data": helper(found), "total": totl}
+    ''')
+    found = rules(source)
+    assert ("undefined-name", "uses the name helper, which nothing defines") in found
+    assert ("undefined-name", "uses the name totl, which nothing defines") in found
+    assert [rule for rule, _ in found if rule == "undefined-name"] == ["undefined-name"] * 2
+
+
+def test_names_bound_anywhere_in_reach_are_defined() -> None:
+    source = textwrap.dedent('''
+        from __future__ import annotations
+        import json as js
+
+        def helper(value: Unknown) -> Unknown:
+            return [js.dumps(value)]
+
+        class Store:
+            LIMIT = 3
+            DOUBLE = LIMIT * 2
+
+            def __init__(self, init_config):
+                self.x = {}
+
+            def t(self, key: str) -> dict:
+                try:
+                    data = helper(key)
+                except ValueError as exc:
+                    data = str(exc)
+                match key:
+                    case {"k": inner, **rest}:
+                        data = [inner, rest]
+                total = sum(n for n in range(3)) + (m := 2) + m
+                later = lambda v: v + total
+                return {"success": True, "data": data, "n": later(1), "max": self.LIMIT}
+    ''')
+    assert [problem for problem in rules(source) if problem[0] == "undefined-name"] == []
+
+
+def test_class_names_are_not_visible_in_methods() -> None:
+    source = textwrap.dedent('''
+        class Store:
+            LIMIT = 3
+
+            def __init__(self, init_config):
+                self.x = {}
+
+            def t(self) -> dict:
+                return {"success": True, "data": LIMIT}
+    ''')
+    assert ("undefined-name", "uses the name LIMIT, which nothing defines") in rules(source)
+
+
+def test_per_instance_state_is_not_shared_state() -> None:
+    source = textwrap.dedent('''
+        from dataclasses import dataclass, field
+
+        ITEMS = []
+
+        @dataclass
+        class Store:
+            items: list = field(default_factory=list)
+
+            def add(self, item: str) -> dict:
+                self.items.append(item)
+                return {"success": True}
+
+            def copy(self) -> dict:
+                ITEMS = list(self.items)
+                ITEMS.append("x")
+                return {"success": True, "data": ITEMS}
+    ''')
+    assert rules(source) == []
+
+
+def test_a_constructor_with_optional_extras_or_none_at_all_is_fine() -> None:
+    assert rules("class Store:\n    def __init__(self, init_config, extra=None):\n"
+                 "        self.x = 1\n\n    def t(self) -> dict:\n"
+                 "        return {\"success\": True}\n") == []
+    assert rules("class Store:\n    def t(self) -> dict:\n"
+                 "        return {\"success\": True}\n") == []
 
 
 def test_the_class_must_exist_with_a_usable_constructor_and_tools() -> None:
