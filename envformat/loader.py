@@ -4,6 +4,10 @@ Everything is checked statically, without running generated code: env.py must pa
 class, env.json must match env.py (content hash and derived tools), and every scenario must be
 well-formed, with check functions that parse and solutions that call real tools with arguments
 that fit their schemas. Whether a solution actually passes its checks needs a sandbox, not this.
+
+A scenario line that breaks these rules is skipped and kept as a ``FormatError``
+(``file:line: field: reason``) in ``EnvPackage.skipped``: the environment loads with the others,
+as long as one is left.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class EnvPackage:
     manifest: EnvManifest
     source: str
     scenarios: tuple[Scenario, ...]
+    skipped: tuple[FormatError, ...] = ()  # the scenario lines left out, each with its reason
 
     @property
     def tool_names(self) -> list[str]:
@@ -87,7 +92,8 @@ def load_catalogue(root: Path, *, strict: bool = False) -> Catalogue:
     """Load every environment folder under ``root`` (names starting with ``.`` or ``_`` skipped).
 
     A broken folder is recorded in ``errors`` and the others still load, so one bad environment
-    does not take a whole catalogue down; ``strict=True`` raises the first error instead.
+    does not take a whole catalogue down; ``strict=True`` raises the first error instead, a
+    skipped scenario line's included.
     """
     if not root.is_dir():
         raise FormatError(root, "the catalogue folder does not exist")
@@ -98,6 +104,8 @@ def load_catalogue(root: Path, *, strict: bool = False) -> Catalogue:
             continue
         try:
             envs[folder.name] = load_env(folder)
+            if strict and envs[folder.name].skipped:
+                raise envs[folder.name].skipped[0]
         except FormatError as exc:
             if strict:
                 raise
@@ -106,7 +114,8 @@ def load_catalogue(root: Path, *, strict: bool = False) -> Catalogue:
 
 
 def load_env(path: Path) -> EnvPackage:
-    """Load and validate one environment folder; raises FormatError on the first problem."""
+    """Load and validate one environment folder; raises FormatError on the first problem of its
+    files, except a bad scenario line, which is skipped (``EnvPackage.skipped``)."""
     source_path, manifest_path = path / ENV_SOURCE, path / ENV_MANIFEST
     source_bytes = _read_bytes(source_path)
     manifest = _validate(EnvManifest, _parse_json(manifest_path, _read_text(manifest_path)),
@@ -123,8 +132,9 @@ def load_env(path: Path) -> EnvPackage:
     if manifest.tools != tools:
         raise FormatError(manifest_path, f"differ from the schemas derived from {ENV_SOURCE}; "
                           f"{sync_hint}", field=_first_difference("tools", manifest.tools, tools))
-    scenarios = _load_scenarios(path / ENV_SCENARIOS, manifest)
-    return EnvPackage(path=path, manifest=manifest, source=source, scenarios=scenarios)
+    scenarios, skipped = _load_scenarios(path / ENV_SCENARIOS, manifest)
+    return EnvPackage(path=path, manifest=manifest, source=source, scenarios=scenarios,
+                      skipped=skipped)
 
 
 def sync_manifest(env_dir: Path) -> bool:
@@ -154,31 +164,50 @@ def sync_manifest(env_dir: Path) -> bool:
 
 # --- scenarios ----------------------------------------------------------------------------------
 
-def _load_scenarios(path: Path, manifest: EnvManifest) -> tuple[Scenario, ...]:
+def _load_scenarios(path: Path, manifest: EnvManifest
+                    ) -> tuple[tuple[Scenario, ...], tuple[FormatError, ...]]:
+    """The good scenarios of ``path``, and why each other line was skipped."""
     text = _read_text(path)
     validators = {tool["function"]["name"]: Draft202012Validator(tool["function"]["parameters"])
                   for tool in manifest.tools}
     scenarios: list[Scenario] = []
+    skipped: list[FormatError] = []
     first_line: dict[str, int] = {}
     # split on "\n" only: str.splitlines would also split on U+2028 inside JSON strings
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
         try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise FormatError(path, f"invalid JSON: {exc.msg} (column {exc.colno})",
-                              line=number) from None
-        scenario = _validate(Scenario, data, path, number)
-        if scenario.id in first_line:
-            raise FormatError(path, f"duplicate scenario id {scenario.id!r} (first on line "
-                              f"{first_line[scenario.id]})", line=number, field="id")
+            scenario = _scenario(raw, path, number, validators, manifest.id, first_line)
+        except FormatError as exc:
+            skipped.append(exc)
+            continue
         first_line[scenario.id] = number
-        _check_scenario(scenario, validators, path, number, manifest.id)
         scenarios.append(scenario)
+    if skipped and not scenarios:
+        first = skipped[0]
+        field = f"{first.field}: " if first.field else ""
+        raise FormatError(path, f"has no usable scenario; every line was skipped, the first "
+                          f"(line {first.line}) because {field}{first.message}")
     if not scenarios:
         raise FormatError(path, "has no scenarios; every environment needs at least one")
-    return tuple(scenarios)
+    return tuple(scenarios), tuple(skipped)
+
+
+def _scenario(raw: str, path: Path, number: int, validators: dict[str, Draft202012Validator],
+              env_id: str, first_line: dict[str, int]) -> Scenario:
+    """Line ``number`` as a checked scenario; FormatError says why it cannot be one."""
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise FormatError(path, f"invalid JSON: {exc.msg} (column {exc.colno})",
+                          line=number) from None
+    scenario = _validate(Scenario, data, path, number)
+    if scenario.id in first_line:
+        raise FormatError(path, f"duplicate scenario id {scenario.id!r} (first on line "
+                          f"{first_line[scenario.id]})", line=number, field="id")
+    _check_scenario(scenario, validators, path, number, env_id)
+    return scenario
 
 
 def _check_scenario(scenario: Scenario, validators: dict[str, Draft202012Validator], path: Path,

@@ -1,7 +1,8 @@
 """The catalogue as the gateway serves it: loaded once, tool-argument validators compiled once.
 
 Environments whose files do not load are logged (one line per `FormatError`) and left out; the
-rest are served. Nothing here imports or executes environment code: the loader reads files and
+rest are served. A scenario line the loader skipped is logged too (``file:line: reason``); its
+environment is served with its other scenarios. Nothing here imports or executes environment code: the loader reads files and
 the manifests' tool schemas, and the code itself only ever runs inside a sandbox.
 """
 
@@ -98,6 +99,8 @@ class ServedCatalogue:
             log.error("catalogue error root=%s error=%s", root, error)
         self.envs: dict[str, ServedEnv] = {}
         for env_id, package in sorted(catalogue.envs.items()):
+            for skipped in package.skipped:
+                log.warning("scenario skipped env=%s error=%s", env_id, skipped)
             tools = list(package.manifest.tools)
             served = ServedEnv(
                 package=package,

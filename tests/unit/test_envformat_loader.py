@@ -53,6 +53,13 @@ def load_error(env_dir: Path) -> FormatError:
     return info.value
 
 
+def skipped_line(env_dir: Path) -> FormatError:
+    """The one bad scenario line's error; the environment still loads with the other three."""
+    package = load_env(env_dir)
+    assert len(package.scenarios) == 3 and len(package.skipped) == 1
+    return package.skipped[0]
+
+
 # --- the real catalogue -------------------------------------------------------------------------
 
 def test_real_catalogue_loads_without_errors() -> None:
@@ -225,7 +232,7 @@ def test_scenario_invalid_json_names_the_line_counting_blank_lines(env_dir: Path
     path = env_dir / "scenarios.jsonl"
     lines = path.read_text().split("\n")
     path.write_text("\n".join([lines[0], "", "   ", lines[1][:-1], *lines[2:]]))
-    error = load_error(env_dir)
+    error = skipped_line(env_dir)
     assert (error.file, error.line, error.field) == (path, 4, None)
     assert error.message.startswith("invalid JSON: ")
 
@@ -248,7 +255,7 @@ def test_blank_lines_are_skipped(env_dir: Path) -> None:
 def test_scenario_schema_errors_name_line_and_field(env_dir: Path, change: Callable[[dict], None],
                                                     field: str, text: str) -> None:
     edit_scenario(env_dir, 2, change)
-    error = load_error(env_dir)
+    error = skipped_line(env_dir)
     assert (error.file, error.line, error.field) == (env_dir / "scenarios.jsonl", 2, field)
     assert text in error.message
 
@@ -261,7 +268,7 @@ def test_unverified_scenario_without_solution_loads(env_dir: Path) -> None:
 
 def test_duplicate_scenario_id(env_dir: Path) -> None:
     edit_scenario(env_dir, 3, lambda s: s.update(id=f"{ENV_ID}-001"))
-    error = load_error(env_dir)
+    error = skipped_line(env_dir)
     assert (error.line, error.field) == (3, "id")
     assert error.message == f"duplicate scenario id '{ENV_ID}-001' (first on line 1)"
 
@@ -280,7 +287,7 @@ def test_duplicate_scenario_id(env_dir: Path) -> None:
 ])
 def test_bad_check_funcs(env_dir: Path, source: str, message: str) -> None:
     edit_scenario(env_dir, 3, lambda s: s["checklist"][0].update(check_func=source))
-    error = load_error(env_dir)
+    error = skipped_line(env_dir)
     assert (error.line, error.field, error.message) == (3, "checklist.0.check_func", message)
 
 
@@ -288,7 +295,7 @@ def test_error_string_format(env_dir: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.chdir(env_dir.parents[1])
     relative = Path("catalogue") / ENV_ID
     edit_scenario(env_dir, 3, lambda s: s["checklist"][0].update(check_func="x = 1\n"))
-    assert str(load_error(relative)) == (
+    assert str(skipped_line(relative)) == (
         "catalogue/library_loans/scenarios.jsonl:3: checklist.0.check_func: "
         "does not define check_func(final_state)")
 
@@ -316,7 +323,7 @@ def test_check_func_with_helpers_and_optional_keywords_is_accepted(env_dir: Path
 ])
 def test_bad_solution_calls(env_dir: Path, call: dict[str, Any], field: str, message: str) -> None:
     edit_scenario(env_dir, 4, lambda s: s["solution"].__setitem__(1, call))
-    error = load_error(env_dir)
+    error = skipped_line(env_dir)
     assert (error.file, error.line, error.field, error.message) == (
         env_dir / "scenarios.jsonl", 4, field, message)
 
@@ -326,6 +333,27 @@ def test_solution_arguments_may_use_null_for_optional(env_dir: Path) -> None:
     edit_scenario(env_dir, 4, lambda s: s["solution"].append(call))
     assert load_env(env_dir).scenarios[3].solution[-1].arguments == {"member_id": "M-4001",
                                                                       "amount": None}
+
+
+def test_a_bad_line_is_skipped_and_the_others_load(env_dir: Path) -> None:
+    edit_scenario(env_dir, 2, lambda s: s.update(split="test"))
+    package = load_env(env_dir)
+    assert [s.id for s in package.scenarios] == [f"{ENV_ID}-00{i}" for i in (1, 3, 4)]
+    assert [str(error) for error in package.skipped] == [
+        f"{env_dir}/scenarios.jsonl:2: split: Input should be 'train', 'rl' or 'eval'"]
+    with pytest.raises(FormatError) as info:
+        load_catalogue(env_dir.parent, strict=True)
+    assert (info.value.line, info.value.field) == (2, "split")
+    assert list(load_catalogue(env_dir.parent).envs) == [ENV_ID]
+
+
+def test_an_environment_with_no_usable_scenario_does_not_load(env_dir: Path) -> None:
+    for line in range(1, 5):
+        edit_scenario(env_dir, line, lambda s: s.update(task=" "))
+    error = load_error(env_dir)
+    assert (error.file, error.line) == (env_dir / "scenarios.jsonl", None)
+    assert error.message == ("has no usable scenario; every line was skipped, the first (line 1) "
+                             "because task: Value error, must not be blank")
 
 
 def test_no_scenarios(env_dir: Path) -> None:

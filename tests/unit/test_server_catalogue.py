@@ -110,6 +110,21 @@ def test_broken_environment_folders_are_logged_and_skipped(
     assert any("broken" in record.getMessage() for record in caplog.records)
 
 
+def test_a_bad_scenario_line_is_logged_and_its_environment_served(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import shutil
+
+    shutil.copytree(ROOT / "library_loans", tmp_path / "library_loans")
+    path = tmp_path / "library_loans" / "scenarios.jsonl"
+    lines = path.read_text().split("\n")
+    path.write_text("\n".join([lines[0], "{not json", *lines[1:]]))
+    caplog.set_level("WARNING", logger="envscaler")
+    served = ServedCatalogue(tmp_path)
+    assert len(served.env("library_loans").scenarios) == 4
+    assert any(f"{path}:2: invalid JSON" in record.getMessage() for record in caplog.records)
+
+
 # jsonschema_rs accepts the usual calls before jsonschema is asked (server.catalogue.FAST_KEYWORDS)
 
 VALUES = [None, True, False, 0, 1, -1, 1.0, -0.0, 1.5, 2**70, "", "x", "é", "😀😀", "a\u0301",
