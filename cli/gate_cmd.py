@@ -24,10 +24,8 @@ def gate(paths: Annotated[list[Path], typer.Argument(
          scenarios: Annotated[bool, typer.Option(
              "--scenarios/--no-scenarios", help="run the scenario gate on every scenario")] = True,
          seed: Annotated[int, typer.Option(help="seed of the sandboxes' randomness")] = 0,
-         valid_cases: Annotated[int, typer.Option(min=1, max=20, help="valid calls per tool")] = 3,
-         wrong_types: Annotated[str, typer.Option(
-             help="a tool that accepts wrong-typed arguments: fail, or warn (the gateway rejects "
-             "them anyway)")] = "fail") -> None:
+         valid_cases: Annotated[int, typer.Option(min=1, max=20, help="valid calls per tool")] = 3
+         ) -> None:
     """Check environments: what failed and why, per environment and scenario; exit 1 on failure."""
     from synth.catalogue import EnvFolderError, env_folders
 
@@ -39,12 +37,8 @@ def gate(paths: Annotated[list[Path], typer.Argument(
             console.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(2) from None
         folders += [folder for folder in found if folder not in folders]
-    if wrong_types not in ("fail", "warn"):
-        console.print("[red]error:[/red] --wrong-types is fail or warn")
-        raise typer.Exit(2)
     reports = asyncio.run(_gate_all(folders, seed=seed, valid_cases=valid_cases,
-                                    executable=executable, scenarios=scenarios,
-                                    wrong_types=wrong_types))
+                                    executable=executable, scenarios=scenarios))
     passed = all(report["passed"] for report in reports)
     if as_json:
         print_json({"passed": passed, "envs": reports})
@@ -94,6 +88,9 @@ def _render(reports: list[dict[str, Any]]) -> None:
         if report["format"].get("error"):
             console.print(f"[red]{report['env']}[/red] format: "
                           f"{escape(report['format']['error'])}", highlight=False, soft_wrap=True)
+        for skipped in report["format"].get("skipped_scenarios", []):
+            console.print(f"[red]{report['env']}[/red] format: scenario skipped: "
+                          f"{escape(skipped)}", highlight=False, soft_wrap=True)
         for name in ("static", "executable"):
             gate = report[name] or {}
             for kind, style in (("problems", "red"), ("warnings", "yellow")):

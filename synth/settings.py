@@ -91,8 +91,6 @@ class SynthSettings(BaseSettings):
     min_operations: int = Field(4, ge=1)
     max_operations: int = Field(30, ge=1)
     exec_valid_cases: int = Field(3, ge=1, le=20, description="valid calls per tool")
-    exec_wrong_types: Literal["fail", "warn"] = Field(
-        "fail", description="wrong-typed arguments answered with success: fail or warn")
     dual_check: bool = True
     dual_rounds: int = Field(30, ge=1)
     dual_threshold: float = Field(0.85, ge=0, le=1)

@@ -10,8 +10,8 @@ records of its initial state and values it has never seen:
   required parameters only;
 - ``edge``: empty strings, zero, empty arrays, null where allowed, every parameter.
 
-Invalid cases break the schema in one place: a required parameter left out, an argument the tool
-does not take, or a parameter given a value of the wrong JSON type.
+Only schema-valid cases are made: the gateway refuses arguments that do not fit the schema before
+a tool sees them, so how a tool would treat them is never asked.
 
 Everything is drawn from ``random.Random(seed + tool name)``: the same inputs give the same cases.
 """
@@ -26,32 +26,19 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from envformat.toolschema import json_type
-
-VALID = "valid"
-MISSING_REQUIRED = "missing_required"
-UNEXPECTED_ARGUMENT = "unexpected_argument"
-WRONG_TYPE = "wrong_type"
-UNEXPECTED_NAME = "envscaler_unexpected"
 STRATEGIES = ("state", "fresh", "edge")
-_JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
-_WRONG_VALUES: dict[str, Any] = {"string": 7, "integer": "7", "number": "7.5", "boolean": "yes",
-                                 "array": "not-a-list", "object": "not-an-object", "null": "x"}
 MAX_POOL_VALUES = 200
 
 
 @dataclass(frozen=True)
 class Case:
-    kind: str
+    """One call's arguments, and the strategy that made them."""
+
     arguments: dict[str, Any]
     note: str
 
-    @property
-    def valid(self) -> bool:
-        return self.kind == VALID
-
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "arguments": self.arguments, "note": self.note}
+        return {"arguments": self.arguments, "note": self.note}
 
 
 @dataclass
@@ -115,7 +102,7 @@ def _stem(name: str) -> str | None:
 
 def generate_cases(tool: dict[str, Any], pool: ValuePool, seed: int,
                    valid_count: int = 3) -> list[Case]:
-    """Valid cases first, then invalid ones, for one OpenAI function schema."""
+    """Up to ``valid_count`` distinct schema-valid cases for one OpenAI function schema."""
     function = tool["function"]
     name = function["name"]
     parameters = function.get("parameters") or {"type": "object", "properties": {}}
@@ -131,76 +118,8 @@ def generate_cases(tool: dict[str, Any], pool: ValuePool, seed: int,
         if text in seen or not validator.is_valid(arguments):
             continue
         seen.add(text)
-        cases.append(Case(VALID, arguments, f"{strategy} values"))
-    base = cases[0].arguments if cases else generator.arguments("fresh", 0)
-    cases.extend(_invalid_cases(parameters, base, validator))
+        cases.append(Case(arguments, f"{strategy} values"))
     return cases
-
-
-def _invalid_cases(parameters: dict[str, Any], base: dict[str, Any],
-                   validator: Draft202012Validator) -> list[Case]:
-    cases: list[Case] = []
-    required = [name for name in parameters.get("required", []) if name in base]
-    if required:
-        arguments = {key: value for key, value in base.items() if key != required[0]}
-        cases.append(Case(MISSING_REQUIRED, arguments, f"{required[0]} left out"))
-    if parameters.get("additionalProperties") is False:
-        cases.append(Case(UNEXPECTED_ARGUMENT, {**base, UNEXPECTED_NAME: "x"},
-                          f"extra argument {UNEXPECTED_NAME}"))
-    for name, schema in (parameters.get("properties") or {}).items():
-        wrong = _wrong_value(schema)
-        if wrong is _NONE:
-            continue
-        arguments = {**base, name: wrong}
-        if validator.is_valid(arguments):
-            continue
-        cases.append(Case(WRONG_TYPE, arguments, f"{name} given {json.dumps(wrong)}"))
-    return cases
-
-
-class _NoValue:
-    pass
-
-
-_NONE = _NoValue()
-
-
-def _wrong_value(schema: dict[str, Any]) -> Any:
-    """A value of a JSON type the schema does not allow, or _NONE when every type is allowed."""
-    allowed = _allowed_types(schema)
-    if allowed is None:
-        return _NONE
-    if "number" in allowed:
-        allowed = allowed | {"integer"}
-    for candidate in ("string", "integer", "boolean", "array", "object"):
-        if candidate in allowed:
-            wrong = _WRONG_VALUES[candidate]
-            if _type_of(wrong) not in allowed and not (_type_of(wrong) == "integer"
-                                                        and "number" in allowed):
-                return wrong
-    return "wrong"  # e.g. only null allowed
-
-
-def _allowed_types(schema: dict[str, Any]) -> set[str] | None:
-    if "enum" in schema:
-        types = {_type_of(value) for value in schema["enum"]}
-        return types
-    if "type" in schema:
-        declared = schema["type"]
-        return set(declared if isinstance(declared, list) else [declared])
-    if "anyOf" in schema:
-        found: set[str] = set()
-        for member in schema["anyOf"]:
-            types = _allowed_types(member)
-            if types is None:
-                return None
-            found |= types
-        return found
-    return None
-
-
-def _type_of(value: Any) -> str:
-    return json_type(value) or "object"
 
 
 def _seed(seed: int, name: str) -> int:

@@ -4,14 +4,13 @@ Rules:
 
 - ``load``: the environment loads and instantiates with the test configuration;
 - ``raises``: no tool raises on valid input (a crash ended the episode with reward 0 in the
-  original); an ``ArgumentError`` on schema-valid input means the schema and the signature disagree;
+  original);
+- ``signature``: schema-valid arguments bind to the tool's signature (an ``ArgumentError`` means the
+  schema and the method the class really has disagree);
 - ``result``: on valid input a tool returns a dict whose ``success`` is a bool;
 - ``json``: results are JSON values as returned, checked inside the sandbox before the runtime's own
   conversion (which would otherwise hide sets, datetimes, objects, NaN, non-string keys);
-- ``invalid-input``: a call that breaks the schema (missing or unexpected argument, wrong type) is
-  answered with an ``ArgumentError`` or ``{"success": false, ...}``, never a crash or a success
-  (``wrong_types="warn"`` reports wrong-type cases as warnings instead: the gateway rejects
-  arguments that do not fit the schema before a tool sees them);
+- ``read-only``: a tool the manifest calls a query leaves the state as it found it;
 - ``determinism``: the whole sequence run again from the same configuration and seed gives
   identical results and states;
 - ``timeout``/``sandbox``: a call over its deadline, or a sandbox that dies, fails the gate;
@@ -21,6 +20,9 @@ Rules:
 JSON safety is checked by a small probe class appended to the source *in the sandbox only*: it
 subclasses the environment, binds the arguments like the runtime does, calls the tool and reports
 whether the raw result is plain JSON. The environment's own code is not changed.
+
+Only schema-valid arguments are sent: the gateway refuses any others before a tool sees them, so
+no rule asks how a tool treats them.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 from sandbox.errors import CallTimeout, RuntimeFault, SandboxError, SandboxGone
 from sandbox.sandbox import Sandbox
-from synth.gates.argsgen import WRONG_TYPE, Case, ValuePool, generate_cases
+from synth.gates.argsgen import Case, ValuePool, generate_cases
 from synth.gates.report import GateResult, Problem
 from synth.sandboxes import INFRASTRUCTURE, Limits, is_infrastructure_fault
 
@@ -112,6 +114,11 @@ class _Stop(Exception):
         self.problem = problem
 
 
+def queries(operations: list[dict[str, Any]]) -> frozenset[str]:
+    """The tools an environment's operations (env.json's, or the pipeline's) call queries."""
+    return frozenset(op["name"] for op in operations if op["type"] == "query")
+
+
 def probe_source(source: str, class_name: str) -> str:
     return source.rstrip("\n") + "\n" + _PROBE_SOURCE.format(probe=PROBE_CLASS, env=class_name,
                                                              tool=PROBE_TOOL)
@@ -120,7 +127,8 @@ def probe_source(source: str, class_name: str) -> str:
 async def executable_gate(sandbox: Sandbox, *, source: str, class_name: str,
                           tools: list[dict[str, Any]], init_config: dict[str, Any], seed: int,
                           limits: Limits, valid_cases: int = 3,
-                          wrong_types: str = "fail") -> GateResult:
+                          read_only: frozenset[str] = frozenset()) -> GateResult:
+    """``read_only``: the tools that must not change the state (the manifest's queries)."""
     result = GateResult(gate="executable")
     try:
         await sandbox.load(source=probe_source(source, class_name), class_name=PROBE_CLASS,
@@ -145,38 +153,48 @@ async def executable_gate(sandbox: Sandbox, *, source: str, class_name: str,
         result.problems.append(stop.problem)
         return result
     calls = 0
-    for (name, cases), (outcomes, _state) in zip(plan, first, strict=True):
-        for case, outcome in zip(cases, outcomes, strict=True):
+    for (name, cases), run in zip(plan, first, strict=True):
+        for case, outcome in zip(cases, run.outcomes, strict=True):
             calls += 1
             problem = judge(name, case, outcome)
-            if problem is None:
-                continue
-            if case.kind == WRONG_TYPE and wrong_types == "warn":
-                result.warnings.append(problem)
-            else:
+            if problem is not None:
                 result.problems.append(problem)
+        if name in read_only and _canonical(run.before) != _canonical(run.after):
+            result.problems.append(Problem("read-only", f"{name} is a query but changed the "
+                                           f"state ({_changed(run.before, run.after)})", tool=name))
     result.problems += _determinism_problems(plan, first, second)
     result.details = {"tools": len(plan), "calls": calls,
                       "cases": {name: [case.to_dict() for case in cases] for name, cases in plan}}
     return result
 
 
+@dataclass(frozen=True)
+class ToolRun:
+    """One tool's calls from a fresh start: what each gave, and the state before and after."""
+
+    outcomes: list[Outcome]
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+
 async def _run(sandbox: Sandbox, plan: list[tuple[str, list[Case]]], init_config: dict[str, Any],
-               seed: int, limits: Limits) -> list[tuple[list[Outcome], dict[str, Any]]]:
-    """For each tool: reset to the test configuration, make its calls, take the state."""
+               seed: int, limits: Limits) -> list[ToolRun]:
+    """For each tool: reset to the test configuration, take the state, make its calls, take the
+    state again."""
     runs = []
     for name, cases in plan:
         try:
             await sandbox.reset(init_config=init_config, seed=seed, timeout=limits.load_timeout)
+            before = await sandbox.state(timeout=limits.call_timeout)
             outcomes = [await _call(sandbox, name, case, limits) for case in cases]
-            state = await sandbox.state(timeout=limits.call_timeout)
+            after = await sandbox.state(timeout=limits.call_timeout)
         except CallTimeout as exc:
             raise _Stop(Problem("timeout", f"{name}: {exc}", tool=name)) from None
         except RuntimeFault as exc:  # reset or state failed: the runtime's fault
             raise _Stop(Problem(INFRASTRUCTURE, f"{name}: {exc}", tool=name)) from None
         except (SandboxGone, SandboxError) as exc:
             raise _Stop(Problem("sandbox", f"{name}: the sandbox died: {exc}", tool=name)) from None
-        runs.append((outcomes, state))
+        runs.append(ToolRun(outcomes, before, after))
     return runs
 
 
@@ -199,50 +217,50 @@ async def _call(sandbox: Sandbox, name: str, case: Case, limits: Limits) -> Outc
 
 
 def judge(name: str, case: Case, outcome: Outcome) -> Problem | None:
-    """The problem with ``outcome`` for ``case``, or None when the tool behaved."""
+    """The problem with ``outcome`` for a schema-valid ``case``, or None when the tool behaved."""
     arguments = _clip(json.dumps(case.arguments, sort_keys=True))
-    if case.valid:
-        if outcome.kind == "error" and outcome.error_type == "ToolException":
-            return Problem("raises", f"{name} raised on valid input {arguments}: "
-                           f"{outcome.message}", tool=name)
-        if outcome.kind == "error":
-            return Problem("result", f"{name} on valid input {arguments}: {outcome.describe()}",
-                           tool=name)
-        if outcome.kind == "argument_error":
-            return Problem("raises", f"{name} rejected schema-valid arguments {arguments}: "
-                           f"{outcome.message} (the schema and the signature disagree)", tool=name)
-        if outcome.json_problem:
-            return Problem("json", f"{name} returned a non-JSON value for {arguments}: "
-                           f"{outcome.json_problem}", tool=name)
-        if not isinstance(outcome.value, dict) or not isinstance(outcome.value.get("success"), bool):
-            return Problem("result", f"{name} returned {outcome.describe()} for {arguments}, not a "
-                           "dict with a boolean 'success'", tool=name)
-        return None
-    if outcome.kind == "argument_error":
-        return None
+    if outcome.kind == "error" and outcome.error_type == "ToolException":
+        return Problem("raises", f"{name} raised on valid input {arguments}: "
+                       f"{outcome.message}", tool=name)
     if outcome.kind == "error":
-        return Problem("invalid-input", f"{name} raised on invalid input ({case.note}): "
-                       f"{outcome.describe()}", tool=name)
-    if isinstance(outcome.value, dict) and outcome.value.get("success") is False:
-        return None
-    return Problem("invalid-input", f"{name} accepted invalid input ({case.note}) and answered "
-                   f"{outcome.describe()}", tool=name)
+        return Problem("result", f"{name} on valid input {arguments}: {outcome.describe()}",
+                       tool=name)
+    if outcome.kind == "argument_error":
+        return Problem("signature", f"{name} rejected schema-valid arguments {arguments}: "
+                       f"{outcome.message} (the schema and the signature disagree)", tool=name)
+    if outcome.json_problem:
+        return Problem("json", f"{name} returned a non-JSON value for {arguments}: "
+                       f"{outcome.json_problem}", tool=name)
+    value = outcome.value
+    if not isinstance(value, dict) or not isinstance(value.get("success"), bool):
+        return Problem("result", f"{name} returned {outcome.describe()} for {arguments}, not a "
+                       "dict with a boolean 'success'", tool=name)
+    return None
 
 
-def _determinism_problems(plan: list[tuple[str, list[Case]]],
-                          first: list[tuple[list[Outcome], dict[str, Any]]],
-                          second: list[tuple[list[Outcome], dict[str, Any]]]) -> list[Problem]:
-    for (name, cases), (outcomes_a, state_a), (outcomes_b, state_b) in zip(plan, first, second,
-                                                                          strict=True):
-        for case, a, b in zip(cases, outcomes_a, outcomes_b, strict=True):
+def _determinism_problems(plan: list[tuple[str, list[Case]]], first: list[ToolRun],
+                          second: list[ToolRun]) -> list[Problem]:
+    for (name, cases), run_a, run_b in zip(plan, first, second, strict=True):
+        for case, a, b in zip(cases, run_a.outcomes, run_b.outcomes, strict=True):
             if a.canonical() != b.canonical():
                 return [Problem("determinism", f"{name} gave different results for the same calls "
                                 f"from the same seed ({_clip(json.dumps(case.arguments))}): "
                                 f"{a.describe()} then {b.describe()}", tool=name)]
-        if json.dumps(state_a, sort_keys=True) != json.dumps(state_b, sort_keys=True):
+        if _canonical(run_a.after) != _canonical(run_b.after):
             return [Problem("determinism", f"after the calls of {name}, the state differed between "
                             "two runs from the same seed", tool=name)]
     return []
+
+
+def _canonical(state: dict[str, Any]) -> str:
+    return json.dumps(state, sort_keys=True)
+
+
+def _changed(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """The top-level attributes that differ, for a message."""
+    names = sorted(name for name in before.keys() | after.keys()
+                   if _canonical({0: before.get(name)}) != _canonical({0: after.get(name)}))
+    return "changed: " + ", ".join(names)
 
 
 def _clip(text: str) -> str:

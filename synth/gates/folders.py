@@ -1,8 +1,12 @@
 """The gates run on environment folders, for ``envscaler gate PATH...``.
 
-Per environment: the format (the catalogue loader's rules), the static gate, the executable gate
-(with the first scenario's ``init_config``, or an empty one), and the scenario gate for every
-scenario. When the static gate fails, nothing of the code is run.
+Per environment: the format (the catalogue loader's rules; each scenario line it skips is a
+format problem of its own, ``file:line: reason``), the static gate (with ``missing-tool``: an
+operation of env.json that no tool implements), the executable gate (with the first scenario's
+``init_config``, or an empty one; the manifest's queries must not change the state), and the
+scenario gate for every scenario. When the static gate fails, nothing of the code is run; an
+environment that does not load in its sandbox fails the executable gate's ``load`` rule, with the
+cause, as the gateway would refuse its sessions (``EnvLoadFailed``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from envformat import FormatError, Scenario, load_env
 from envformat.loader import ENV_SCENARIOS
 from synth.catalogue import EnvFolderError, read_env
 from synth.errors import TransientFailure
-from synth.gates.executable import executable_gate
+from synth.gates.executable import executable_gate, queries
 from synth.gates.report import GateResult, Problem
 from synth.gates.scenario import ScenarioSpec, scenario_gate
 from synth.gates.static import static_gate
@@ -29,20 +33,24 @@ class EnvGateReport:
     path: Path
     env_id: str
     format_error: str | None = None
+    skipped_scenarios: list[str] = field(default_factory=list)  # "file:line: reason" each
     static: GateResult | None = None
     executable: GateResult | None = None
     scenarios: dict[str, GateResult] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
-        return (self.format_error is None and self.static is not None and self.static.passed
+        return (self.format_error is None and not self.skipped_scenarios
+                and self.static is not None and self.static.passed
                 and (self.executable is None or self.executable.passed)
                 and all(result.passed for result in self.scenarios.values()))
 
     def to_dict(self) -> dict[str, Any]:
         return {"env": self.env_id, "path": str(self.path), "passed": self.passed,
-                "format": {"passed": self.format_error is None,
-                           **({"error": self.format_error} if self.format_error else {})},
+                "format": {"passed": self.format_error is None and not self.skipped_scenarios,
+                           **({"error": self.format_error} if self.format_error else {}),
+                           **({"skipped_scenarios": self.skipped_scenarios}
+                              if self.skipped_scenarios else {})},
                 "static": self.static.to_dict() if self.static else None,
                 "executable": self.executable.to_dict() if self.executable else None,
                 "scenarios": {scenario_id: result.to_dict()
@@ -50,11 +58,10 @@ class EnvGateReport:
 
 
 async def gate_folder(folder: Path, hub: SandboxHub | None, *, seed: int = 0, valid_cases: int = 3,
-                      executable: bool = True, scenarios: bool = True,
-                      wrong_types: str = "fail") -> EnvGateReport:
+                      executable: bool = True, scenarios: bool = True) -> EnvGateReport:
     report = EnvGateReport(path=folder, env_id=folder.name)
     try:
-        code, _manifest = read_env(folder)
+        code, manifest = read_env(folder)
     except EnvFolderError as exc:
         report.format_error = str(exc)
         return report
@@ -62,10 +69,15 @@ async def gate_folder(folder: Path, hub: SandboxHub | None, *, seed: int = 0, va
     loaded: tuple[Scenario, ...] = ()
     if (folder / ENV_SCENARIOS).exists():
         try:
-            loaded = load_env(folder).scenarios
+            package = load_env(folder)
         except FormatError as exc:
             report.format_error = str(exc)
+        else:
+            loaded = package.scenarios
+            report.skipped_scenarios = [str(error) for error in package.skipped]
+    operations = [op.model_dump() for op in manifest.operations]
     report.static = static_gate(code.source, code.class_name)
+    report.static.problems += missing_tool_problems(operations, code.tool_names)
     if not report.static.passed:
         report.executable = GateResult(gate="executable", skipped=STATIC_FAILED)
         return report
@@ -78,7 +90,7 @@ async def gate_folder(folder: Path, hub: SandboxHub | None, *, seed: int = 0, va
                 report.executable = await executable_gate(
                     box, source=code.source, class_name=code.class_name, tools=code.tools,
                     init_config=init_config, seed=seed, limits=hub.limits,
-                    valid_cases=valid_cases, wrong_types=wrong_types)
+                    valid_cases=valid_cases, read_only=queries(operations))
         except TransientFailure as exc:
             report.executable = GateResult("executable", [Problem(INFRASTRUCTURE, str(exc))])
         report.executable.details["init_config"] = \
@@ -99,3 +111,10 @@ async def gate_folder(folder: Path, hub: SandboxHub | None, *, seed: int = 0, va
                 report.scenarios[scenario.id] = GateResult(
                     "scenario", [Problem(INFRASTRUCTURE, str(exc))])
     return report
+
+
+def missing_tool_problems(operations: list[dict[str, Any]], tool_names: list[str]) -> list[Problem]:
+    """An operation the manifest promises that no tool of the class implements."""
+    return [Problem("missing-tool", f"operation {op['name']} of env.json is not a tool of the "
+                    "class (no public method of that name)") for op in operations
+            if op["name"] not in tool_names]

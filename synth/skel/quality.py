@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from synth.envcode import EnvCode, generate_config
-from synth.gates.executable import executable_gate
+from synth.gates.executable import executable_gate, queries
 from synth.gates.static import static_gate
 from synth.llm import ItemDropped, TransientFailure
 from synth.prompts import quality as prompts
@@ -49,7 +49,7 @@ async def evaluate(run: Run, envs: dict[str, dict[str, Any]], *,
                                            tools=env.tools, init_config=value["init_config"],
                                            seed=settings.seed, limits=hub.limits,
                                            valid_cases=settings.exec_valid_cases,
-                                           wrong_types=settings.exec_wrong_types)
+                                           read_only=queries(value["operations"]))
         if any(problem.rule == INFRASTRUCTURE for problem in result.problems):
             raise TransientFailure(result.summary())
         if not result.passed:
@@ -58,7 +58,8 @@ async def evaluate(run: Run, envs: dict[str, dict[str, Any]], *,
                 "warnings": [str(problem) for problem in result.warnings]}
 
     executed = await run.stage("quality.executable", [
-        (env_id, {"env": _code(envs[env_id]).to_dict(), "init_config": data["init_config"]})
+        (env_id, {"env": _code(envs[env_id]).to_dict(), "init_config": data["init_config"],
+                  "operations": envs[env_id]["operations"]})
         for env_id, data in configs.items()], executable,
         concurrency=settings.sandbox_concurrency)
 

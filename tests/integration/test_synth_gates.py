@@ -94,7 +94,7 @@ def rules(result: GateResult) -> set[str]:
 async def test_a_well_behaved_environment_passes(hub: SandboxHub) -> None:
     result = await run_executable(hub, SOURCE)
     assert result.passed, result.problems
-    assert result.details["tools"] == 2 and result.details["calls"] > 10
+    assert result.details["tools"] == 2 and result.details["calls"] == 6  # 3 valid calls a tool
 
 
 async def test_a_tool_that_raises_on_valid_input_fails(hub: SandboxHub) -> None:
@@ -103,7 +103,7 @@ def remove(self, item_id: str) -> dict:
     del self.items[item_id]
     return {"success": True, "message": "removed"}
 '''))
-    assert rules(result) == {"raises", "invalid-input"}
+    assert rules(result) == {"raises"}
     first = next(p for p in result.problems if p.rule == "raises")
     assert first.tool == "remove"
     assert "remove raised on valid input" in first.message and "KeyError" in first.message
@@ -135,22 +135,46 @@ async def test_results_must_be_success_dicts(hub: SandboxHub) -> None:
         result.problems[0].message
 
 
-async def test_invalid_input_must_be_refused_or_the_gate_fails(hub: SandboxHub) -> None:
-    source = with_tool('''
+async def test_a_tool_that_trusts_its_schema_passes(hub: SandboxHub) -> None:
+    """No type checks in the tool: the gateway refuses arguments that break the schema (an author
+    given as 7) before a tool sees them, so the gate never sends them."""
+    result = await run_executable(hub, with_tool('''
 def set_note(self, item_id: str, note: str) -> dict:
     item = self.items.get(item_id)
     if item is None:
         return {"success": False, "error": "not found"}
-    item["note"] = note
+    item["note"] = note.strip()
     return {"success": True, "message": "noted"}
+'''))
+    assert result.passed, result.problems
+
+
+async def test_a_method_that_disagrees_with_its_schema_fails(hub: SandboxHub) -> None:
+    result = await run_executable(hub, with_tool('''
+def count(self, item_id: str) -> dict:
+    return {"success": True, "data": len(self.items)}
+
+def _count_all(self) -> dict:
+    return {"success": True, "data": len(self.items)}
+
+count = _count_all
+'''))
+    assert rules(result) == {"signature"}
+    assert "count rejected schema-valid arguments" in result.problems[0].message
+
+
+async def test_a_query_that_changes_the_state_fails(hub: SandboxHub) -> None:
+    source = with_tool('''
+def peek(self, item_id: str) -> dict:
+    self.items.pop(item_id, None)
+    return {"success": True}
 ''')
-    strict = await run_executable(hub, source)
-    assert rules(strict) == {"invalid-input"}
-    assert [p.message for p in strict.problems] == [
-        ('set_note accepted invalid input (note given 7) and answered '
-        '{"message": "noted", "success": true}')]
-    lenient = await run_executable(hub, source, wrong_types="warn")
-    assert lenient.passed and [p.rule for p in lenient.warnings] == ["invalid-input"]
+    result = await run_executable(hub, source, read_only=frozenset({"get_item", "peek"}))
+    assert rules(result) == {"read-only"}
+    # init_config holds the same items (the runtime sets its keys as attributes, as EnvScaler)
+    assert result.problems[0].message == \
+        "peek is a query but changed the state (changed: init_config, items)"
+    assert (await run_executable(hub, source)).passed
 
 
 async def test_state_that_survives_a_reset_breaks_determinism(hub: SandboxHub) -> None:

@@ -8,14 +8,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from envformat import derive_tools
-from synth.gates.argsgen import (
-    MISSING_REQUIRED,
-    UNEXPECTED_ARGUMENT,
-    VALID,
-    WRONG_TYPE,
-    ValuePool,
-    generate_cases,
-)
+from synth.gates.argsgen import ValuePool, generate_cases
 
 SOURCE = '''
 from typing import Dict, List, Literal, Optional, TypedDict
@@ -68,45 +61,32 @@ def test_the_pool_finds_ids_by_container_and_by_field() -> None:
     assert pool.candidates("status") == ["done", "open"]
 
 
-def test_valid_cases_fit_the_schema_and_invalid_ones_do_not() -> None:
+def test_every_case_fits_the_schema() -> None:
+    """The gateway refuses any other arguments before a tool sees them."""
     for name, tool in TOOLS.items():
         validator = Draft202012Validator(tool["function"]["parameters"])
         cases = cases_of(name, count=5)
         assert cases, name
         for case in cases:
-            assert validator.is_valid(case.arguments) == (case.kind == VALID), (name, case)
+            assert validator.is_valid(case.arguments), (name, case)
 
 
 def test_strategies_hit_the_state_and_miss_it() -> None:
-    valid = [case for case in cases_of("get_order") if case.valid]
+    valid = [case for case in cases_of("get_order")]
     assert [case.note for case in valid] == ["state values", "fresh values", "edge values"]
     assert valid[0].arguments["order_id"] in ("O-1", "O-2")
     assert valid[1].arguments == {"order_id": "gate-order_id-2"}  # required parameters only
     assert valid[2].arguments == {"order_id": "", "verbose": False}
-    when = [case.arguments["when"] for case in cases_of("reschedule") if case.valid]
+    when = [case.arguments["when"] for case in cases_of("reschedule")]
     assert when[1] == "2025-02-04T10:30:00"  # a plausible date-time for a *when* parameter
 
 
-def test_invalid_cases_break_the_schema_in_one_place() -> None:
-    invalid = [case for case in cases_of("get_order") if not case.valid]
-    assert [(case.kind, case.note) for case in invalid] == [
-        (MISSING_REQUIRED, "order_id left out"),
-        (UNEXPECTED_ARGUMENT, "extra argument envscaler_unexpected"),
-        (WRONG_TYPE, "order_id given 7"),
-        (WRONG_TYPE, 'verbose given "yes"')]
-
-
-def test_kwargs_tools_get_no_unexpected_argument_case_and_any_gets_no_wrong_type() -> None:
-    kinds = [case.kind for case in cases_of("place_order")]
-    assert UNEXPECTED_ARGUMENT not in kinds and WRONG_TYPE in kinds
-    assert [case.kind for case in cases_of("anything") if not case.valid] == \
-        [MISSING_REQUIRED, UNEXPECTED_ARGUMENT]
-    assert [(case.kind, case.arguments) for case in cases_of("ping")] == \
-        [(VALID, {}), (UNEXPECTED_ARGUMENT, {"envscaler_unexpected": "x"})]
+def test_a_tool_without_parameters_gets_one_empty_case() -> None:
+    assert [case.arguments for case in cases_of("ping")] == [{}]
 
 
 def test_nested_records_and_enums_are_generated() -> None:
-    valid = [case.arguments for case in cases_of("place_order") if case.valid]
+    valid = [case.arguments for case in cases_of("place_order")]
     assert valid[0]["priority"] in ("low", "high")
     assert all(set(line) == {"sku", "quantity"} for line in valid[0]["lines"])
     assert valid[2]["lines"] == [] and valid[2]["note"] is None
