@@ -41,6 +41,10 @@ BackendUnavailable     503     the sandbox backend or Redis is down, or Redis is
                                (``Retry-After``)
 SessionBusy            503     the session is locked by a long operation (``Retry-After``)
 Timeout                504     the tool call exceeded its deadline; the session stays usable
+EnvLoadFailed          500     the environment's own code failed to load in its sandbox (its
+                               module, class or constructor raised); the message has the
+                               cause (``ModuleNotFoundError: ...``). Not the caller's fault,
+                               and retrying cannot help: ``envscaler gate`` reports it too
 InternalError          500     a bug; details are in the server log, never in the answer
 =====================  ======  ===========================================================
 """
@@ -115,6 +119,13 @@ def unauthorized(message: str) -> ApiError:
 
 def forbidden(message: str) -> ApiError:
     return ApiError(403, "Forbidden", message)
+
+
+def env_load_failed(env_id: str, cause: str) -> ApiError:
+    """The environment's code does not load; ``cause`` is the runtime's ``"<ExcType>: <message>
+    (env.py line N: ...)"``. A 5xx that clients do not retry (they retry 429/502/503 only)."""
+    return ApiError(500, "EnvLoadFailed",
+                    f"environment {env_id} failed to load in its sandbox: {cause}")
 
 
 def backend_unavailable(message: str, after: float = 2.0) -> ApiError:

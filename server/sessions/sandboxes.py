@@ -33,7 +33,13 @@ from sandbox.errors import (
 from sandbox.pool import SandboxPool
 from sandbox.sandbox import Sandbox
 from server.catalogue import ServedCatalogue, ServedEnv
-from server.errors import ApiError, backend_unavailable, invalid_request, retry_after
+from server.errors import (
+    ApiError,
+    backend_unavailable,
+    env_load_failed,
+    invalid_request,
+    retry_after,
+)
 from server.metrics import Metrics
 from server.sessions.calls import TOOL_ERRORS
 from server.sessions.locking import SessionLocks
@@ -166,6 +172,8 @@ class SessionSandboxes:
                     field="init_config",
                 ) from exc
             log.error("environment failed to load env=%s error=%s", env.id, exc)
+            if exc.kind == "LoadError":
+                raise env_load_failed(env.id, exc.message) from exc
             raise ApiError(
                 500, "InternalError", f"environment {env.id} failed to load in its sandbox"
             ) from exc

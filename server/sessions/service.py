@@ -28,6 +28,7 @@ from server.catalogue import ServedCatalogue, ServedEnv
 from server.errors import (
     ApiError,
     backend_unavailable,
+    env_load_failed,
     invalid_request,
     not_found,
     redis_failed,
@@ -574,6 +575,8 @@ class SessionService:
                             f"the environment does not start from this init_config: {exc.message}",
                             field="init_config",
                         ) from exc
+                    if exc.kind == "LoadError":
+                        raise env_load_failed(env.id, exc.message) from exc
                     raise ApiError(
                         500, "InternalError", "the sandbox runtime failed to reset"
                     ) from exc

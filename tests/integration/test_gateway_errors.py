@@ -407,3 +407,72 @@ async def test_a_state_over_the_limit_answers_409_and_the_session_goes_on(make_s
         answer = await client.post(f"/v1/sessions/{session_id}/calls",
                                    json={"name": "get_member", "arguments": {"member_id": "M-1001"}})
         assert answer.status_code == 200 and answer.json()["ok"] is True
+
+
+BROKEN_SOURCE = '''
+import json
+
+
+class Fragile:
+    def __init__(self, init_config):
+        if init_config.get("broken"):
+            raise ValueError("this configuration breaks the constructor")
+        self.values = {}
+
+    def put(self, key: str) -> dict:
+        """Store a key.
+
+        Args:
+            key (str): The key.
+        """
+        self.values[key] = json.dumps(key)
+        return {"success": True}
+'''
+
+
+def broken_catalogue(root: Path) -> Path:
+    """``fragile``: scenario ``fragile-2`` breaks its constructor; ``needs_pkg``: imports a
+    package the sandbox does not have."""
+    import json
+
+    from envformat.loader import sync_manifest
+
+    check = "def check_func(final_state):\n    return 'a' in final_state['values']\n"
+    for env_id, source in (("fragile", BROKEN_SOURCE),
+                           ("needs_pkg", "import envscaler_missing_pkg\n" + BROKEN_SOURCE)):
+        folder = root / env_id
+        folder.mkdir(parents=True)
+        (folder / "env.py").write_text(source)
+        manifest = {"id": env_id, "class_name": "Fragile", "summary": "s", "introduction": "i",
+                    "state_space": [], "constraint_rules": [], "operations": [], "tools": [],
+                    "provenance": {"model": "m", "created": "2026-01-01",
+                                   "pipeline_version": "t", "content_hash": "sha256:" + "0" * 64}}
+        (folder / "env.json").write_text(json.dumps(manifest))
+        (folder / "scenarios.jsonl").write_text("".join(
+            json.dumps({"id": f"{env_id}-{n}", "split": "eval", "task": "Put a.",
+                        "init_config": {"broken": n == 2}, "checklist": [
+                            {"item": "Has a", "check_func": check}]}) + "\n" for n in (1, 2)))
+        sync_manifest(folder)
+    return root
+
+
+async def test_an_environment_that_does_not_load_answers_env_load_failed_with_its_cause(
+        make_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The environment's fault, named with its cause; not the caller's, and not retryable."""
+    root = broken_catalogue(tmp_path / "envs")
+    async with running_gateway(make_settings(catalogue=root)) as (_, client):
+        response = await client.post("/v1/sessions", json={"env": "needs_pkg",
+                                                            "scenario": "needs_pkg-1"})
+        error = assert_error(response, 500, "EnvLoadFailed")
+        assert error["message"].startswith("environment needs_pkg failed to load in its sandbox: "
+                                           "ModuleNotFoundError: No module named "
+                                           "'envscaler_missing_pkg'"), error
+        response = await client.post("/v1/sessions", json={"env": "fragile",
+                                                            "scenario": "fragile-2"})
+        error = assert_error(response, 500, "EnvLoadFailed")
+        assert "ValueError: this configuration breaks the constructor" in error["message"]
+        session_id = await new_session(client, env="fragile", scenario="fragile-1")
+        response = await client.post(f"/v1/sessions/{session_id}/reset",
+                                     json={"scenario": "fragile-2"})
+        error = assert_error(response, 500, "EnvLoadFailed")
+        assert "ValueError: this configuration breaks the constructor" in error["message"]
