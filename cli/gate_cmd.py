@@ -93,14 +93,11 @@ def _render(reports: list[dict[str, Any]]) -> None:
                           f"{escape(skipped)}", highlight=False, soft_wrap=True)
         for name in ("static", "executable"):
             gate = report[name] or {}
-            for kind, style in (("problems", "red"), ("warnings", "yellow")):
-                for problem in gate.get(kind, []):
-                    line = f" line {problem['line']}" if "line" in problem else ""
-                    label = "" if kind == "problems" else " warning"
-                    console.print(f"[{style}]{report['env']}[/{style}] {name}{label} "
-                                  f"{escape('[' + problem['rule'] + ']')}{line}: "
-                                  f"{escape(problem['message'])}", highlight=False,
-                                  soft_wrap=True)
+            for problem in gate.get("problems", []):
+                line = f" line {problem['line']}" if "line" in problem else ""
+                console.print(f"[red]{report['env']}[/red] {name} "
+                              f"{escape('[' + problem['rule'] + ']')}{line}: "
+                              f"{escape(problem['message'])}", highlight=False, soft_wrap=True)
         for scenario_id, result in report["scenarios"].items():
             for problem in result["problems"]:
                 console.print(f"[red]{scenario_id}[/red] scenario "

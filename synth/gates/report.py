@@ -8,7 +8,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Problem:
-    """One reason a gate failed; ``rule`` is a stable short name, ``line`` points into the source."""
+    """One reason a gate failed; ``rule`` is a stable short name, ``line`` points into the
+    source."""
 
     rule: str
     message: str
@@ -34,7 +35,6 @@ class GateResult:
 
     gate: str
     problems: list[Problem] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)  # reported, but the gate still passes
     details: dict[str, Any] = field(default_factory=dict)
     skipped: str | None = None  # why the gate did not run, when it did not
 
@@ -55,8 +55,6 @@ class GateResult:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"gate": self.gate, "passed": self.passed,
                                 "problems": [problem.to_dict() for problem in self.problems]}
-        if self.warnings:
-            data["warnings"] = [problem.to_dict() for problem in self.warnings]
         if self.skipped is not None:
             data["skipped"] = self.skipped
         if self.details:

@@ -54,8 +54,7 @@ async def evaluate(run: Run, envs: dict[str, dict[str, Any]], *,
             raise TransientFailure(result.summary())
         if not result.passed:
             raise ItemDropped(result.summary())
-        return {"calls": result.details.get("calls", 0),
-                "warnings": [str(problem) for problem in result.warnings]}
+        return {"calls": result.details.get("calls", 0)}
 
     executed = await run.stage("quality.executable", [
         (env_id, {"env": _code(envs[env_id]).to_dict(), "init_config": data["init_config"],
