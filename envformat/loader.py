@@ -103,9 +103,7 @@ def load_catalogue(root: Path, *, strict: bool = False) -> Catalogue:
         if not folder.is_dir() or folder.name.startswith((".", "_")):
             continue
         try:
-            envs[folder.name] = load_env(folder)
-            if strict and envs[folder.name].skipped:
-                raise envs[folder.name].skipped[0]
+            envs[folder.name] = load_env(folder, strict=strict)
         except FormatError as exc:
             if strict:
                 raise
@@ -113,9 +111,10 @@ def load_catalogue(root: Path, *, strict: bool = False) -> Catalogue:
     return Catalogue(root=root, envs=envs, errors=errors)
 
 
-def load_env(path: Path) -> EnvPackage:
+def load_env(path: Path, *, strict: bool = False) -> EnvPackage:
     """Load and validate one environment folder; raises FormatError on the first problem of its
-    files, except a bad scenario line, which is skipped (``EnvPackage.skipped``)."""
+    files, except a bad scenario line, which is skipped (``EnvPackage.skipped``) unless
+    ``strict``."""
     source_path, manifest_path = path / ENV_SOURCE, path / ENV_MANIFEST
     source_bytes = _read_bytes(source_path)
     manifest = _validate(EnvManifest, _parse_json(manifest_path, _read_text(manifest_path)),
@@ -133,6 +132,8 @@ def load_env(path: Path) -> EnvPackage:
         raise FormatError(manifest_path, f"differ from the schemas derived from {ENV_SOURCE}; "
                           f"{sync_hint}", field=_first_difference("tools", manifest.tools, tools))
     scenarios, skipped = _load_scenarios(path / ENV_SCENARIOS, manifest)
+    if strict and skipped:
+        raise skipped[0]
     return EnvPackage(path=path, manifest=manifest, source=source, scenarios=scenarios,
                       skipped=skipped)
 

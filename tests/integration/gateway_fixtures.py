@@ -221,7 +221,7 @@ def build_catalogue(root: Path) -> Path:
         "".join(json.dumps(s) + "\n" for s in COUNTER_SCENARIOS)
     )
     sync_manifest(env_dir)  # derives the tool schemas statically (AST); nothing is executed
-    load_env(env_dir)  # fails loudly here if the test environment breaks the format
+    load_env(env_dir, strict=True)  # fails loudly here if the test environment breaks the format
     return root
 
 

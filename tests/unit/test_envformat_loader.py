@@ -341,9 +341,11 @@ def test_a_bad_line_is_skipped_and_the_others_load(env_dir: Path) -> None:
     assert [s.id for s in package.scenarios] == [f"{ENV_ID}-00{i}" for i in (1, 3, 4)]
     assert [str(error) for error in package.skipped] == [
         f"{env_dir}/scenarios.jsonl:2: split: Input should be 'train', 'rl' or 'eval'"]
-    with pytest.raises(FormatError) as info:
-        load_catalogue(env_dir.parent, strict=True)
-    assert (info.value.line, info.value.field) == (2, "split")
+    for strict_load in (lambda: load_catalogue(env_dir.parent, strict=True),
+                        lambda: load_env(env_dir, strict=True)):
+        with pytest.raises(FormatError) as info:
+            strict_load()
+        assert (info.value.line, info.value.field) == (2, "split")
     assert list(load_catalogue(env_dir.parent).envs) == [ENV_ID]
 
 
