@@ -167,7 +167,7 @@ async def test_the_output_is_a_valid_catalogue_entry_with_provenance(full_run) -
     _result, root, _server = full_run
     out = root / "out"
     assert sorted(path.name for path in out.iterdir()) == [ENV_ID]
-    package = load_env(out / ENV_ID)  # hash, tools and scenarios all checked by the loader
+    package = load_env(out / ENV_ID, strict=True)  # hash, tools and scenarios all checked
     manifest = package.manifest
     assert manifest.class_name == "ClinicScheduler"
     assert manifest.provenance.model == "fixture-model"

@@ -26,5 +26,5 @@ def test_committed_files_are_what_the_generator_writes(tmp_path: Path) -> None:
         for name in ("env.json", "scenarios.jsonl"):
             assert (tmp_path / env_id / name).read_text() == \
                 (HOSTILE_ENVS / env_id / name).read_text(), f"{env_id}/{name} is stale"
-        package = load_env(HOSTILE_ENVS / env_id)
+        package = load_env(HOSTILE_ENVS / env_id, strict=True)
         assert package.manifest.tools and package.scenarios

@@ -78,7 +78,7 @@ def catalogue_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     scenarios[0]["checklist"][0]["item"] = f"Has a check {MARKUP}?"
     (env_dir / "scenarios.jsonl").write_text("".join(json.dumps(s) + "\n" for s in scenarios))
     sync_manifest(env_dir)
-    load_env(env_dir)
+    load_env(env_dir, strict=True)
     return root
 
 
