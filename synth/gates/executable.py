@@ -259,7 +259,8 @@ def _canonical(state: dict[str, Any]) -> str:
 def _changed(before: dict[str, Any], after: dict[str, Any]) -> str:
     """The top-level attributes that differ, for a message."""
     names = sorted(name for name in before.keys() | after.keys()
-                   if _canonical({0: before.get(name)}) != _canonical({0: after.get(name)}))
+                   if json.dumps(before.get(name), sort_keys=True)
+                   != json.dumps(after.get(name), sort_keys=True))
     return "changed: " + ", ".join(names)
 
 
