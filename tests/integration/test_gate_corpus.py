@@ -6,17 +6,18 @@ from __future__ import annotations
 import dataclasses
 
 from sandbox.config import SandboxConfig
+from server.settings import Settings
 from synth.gates.corpus import run_corpus
 from synth.sandboxes import Limits, SandboxHub
 from tests.conftest import REPO_ROOT, new_instance
 
 CORPUS = REPO_ROOT / "tests" / "fixtures" / "gate_corpus"
-LIMITS = Limits(call_timeout=2.0, load_timeout=10.0)  # the endless loop's deadline
+LIMITS = Limits.from_settings(Settings(call_timeout=2.0))  # the endless loop's deadline
 
 
 async def test_the_gates_judge_every_corpus_environment_rightly(
         process_config: SandboxConfig) -> None:
-    config = dataclasses.replace(process_config, memory="1g")  # see test_synth_pipeline
+    config = dataclasses.replace(process_config, sandbox_memory="1g")  # see test_synth_pipeline
     async with SandboxHub(config, LIMITS, limit=2, instance=new_instance()) as hub:
         report = await run_corpus(CORPUS, hub)
     summary = report.to_dict()
