@@ -2,8 +2,9 @@
 
 Environments whose files do not load are logged (one line per `FormatError`) and left out; the
 rest are served. A scenario line the loader skipped is logged too (``file:line: reason``); its
-environment is served with its other scenarios. Nothing here imports or executes environment code: the loader reads files and
-the manifests' tool schemas, and the code itself only ever runs inside a sandbox.
+environment is served with its other scenarios. Nothing here imports or executes environment
+code: the loader reads files and the manifests' tool schemas, and the code itself only ever runs
+inside a sandbox.
 """
 
 from __future__ import annotations

@@ -256,7 +256,8 @@ def _import_env(release_id: str, data: Any, rows: list[tuple[int, Any]], out: Pa
     folder = staging / env.env_id
     _write(folder, env, scenarios)
     try:
-        load_env(folder, strict=True)  # what the gateway will do; a failure here is a bug of the converter
+        # what the gateway will do (strictly); a failure here is a bug of the converter
+        load_env(folder, strict=True)
     except FormatError as exc:
         report.errors.append(Problem("env", release_id, f"the converted folder does not load: "
                                      f"{exc}"))
