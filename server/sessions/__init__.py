@@ -33,13 +33,17 @@ What is recorded
     lock) are not recorded: they did nothing.
 
 Layout
-    `service` holds `SessionService`, the public operations; `locking` the two-level session lock;
-    `sandboxes` the live sandboxes and the rebuild by replay; `expiry` the idle expiry; `calls`
-    session ids, call arguments and the outcome of a call.
+    `service` composes `SessionService` from the operations, one module each: `lifecycle`
+    (create, delete), `toolcall` (a tool call: arguments, execution, recording, its outcome),
+    `reset`, `reads` (record, tools, trajectory, state) and `validation`. Beneath them: `access`
+    (session ids, and the caller's right to a record), `quota`, `locking` (the two-level session
+    lock), `sandboxes` (the live sandboxes and the rebuild by replay), `faults` (what a sandbox
+    failure means and what it answers) and `expiry` (the idle expiry).
 """
 
-from server.sessions.calls import CallOutcome, check_session_id, new_session_id, parse_arguments
+from server.sessions.access import check_session_id, new_session_id
 from server.sessions.service import SessionService
+from server.sessions.toolcall import CallOutcome, parse_arguments
 
 __all__ = [
     "CallOutcome",

@@ -33,15 +33,10 @@ from sandbox.errors import (
 from sandbox.pool import SandboxPool
 from sandbox.sandbox import Sandbox
 from server.catalogue import ServedCatalogue, ServedEnv
-from server.errors import (
-    ApiError,
-    backend_unavailable,
-    env_load_failed,
-    invalid_request,
-    retry_after,
-)
+from server.errors import backend_unavailable
 from server.metrics import Metrics
-from server.sessions.calls import TOOL_ERRORS
+from server.sessions import faults
+from server.sessions.faults import Fault, Step
 from server.sessions.locking import SessionLocks
 from server.settings import Settings
 from server.store import Record, SessionLock, SessionStore
@@ -51,11 +46,6 @@ log = logging.getLogger("envscaler.server.sessions")
 T = TypeVar("T")
 
 ATTACH_PING_TIMEOUT = 2.0
-# Runtime errors that mean the sandbox does not hold the session's recorded state: it lost its
-# environment, or it ran a call the trajectory lacks (``Diverged``: a gateway died between
-# running a call and recording it while another gateway held the same sandbox). The sandbox is
-# dropped and the session rebuilt by replay.
-STALE_SANDBOX = {"NotLoaded", "Diverged"}
 ENDED_GRACE = 0.2  # seconds a runtime is given to die by itself after a replay (find_killer)
 MAX_ENDED = 3  # calls found to end the runtime in one rebuild before it gives up (503)
 
@@ -102,16 +92,10 @@ class SessionSandboxes:
             return await self.pool.claim(session_id)
         except CapacityExhausted as exc:
             stats = self.pool.stats()
-            status = 429 if stats.live >= stats.capacity else 503
-            raise ApiError(
-                status, "CapacityExhausted", str(exc), headers=retry_after(exc.retry_after)
-            ) from exc
-        except SandboxUnavailable as exc:
-            log.error("sandbox creation failed session=%s error=%s", session_id, exc)
-            raise backend_unavailable(f"no sandbox could be created: {exc}") from exc
+            raise faults.api_error(exc, Step.CLAIM, full=stats.live >= stats.capacity) from exc
         except SandboxError as exc:
             log.error("sandbox creation failed session=%s error=%s", session_id, exc)
-            raise backend_unavailable(f"no sandbox could be created: {exc}") from exc
+            raise faults.api_error(exc, Step.CLAIM) from exc
 
     async def claim_loaded(
         self,
@@ -137,13 +121,11 @@ class SessionSandboxes:
                 return sandbox
             except SandboxGone as exc:
                 await self.destroy_quietly(sandbox)
-                self.metrics.sandbox_failed("crash")
+                self._count(exc)
                 log.warning("sandbox died while loading session=%s env=%s attempt=%d error=%s",
                             session_id, env.id, attempt, exc)
                 if attempt == 2:
-                    raise backend_unavailable(
-                        f"the sandbox died while loading the environment: {exc}"
-                    ) from exc
+                    raise faults.api_error(exc, Step.LOAD, env=env.id) from exc
             except BaseException:
                 await self.destroy_quietly(sandbox)
                 raise
@@ -153,7 +135,7 @@ class SessionSandboxes:
         self, sandbox: Sandbox, env: ServedEnv, init_config: dict[str, Any], seed: int, custom: bool
     ) -> None:
         """Load ``env`` into a fresh sandbox; on failure raise ApiError (``SandboxGone``: it
-        died meanwhile)."""
+        died meanwhile, for `claim_loaded` to replace it)."""
         try:
             await sandbox.load(
                 source=env.source,
@@ -165,25 +147,9 @@ class SessionSandboxes:
                 max_state_bytes=self.settings.max_state_bytes,
                 timeout=self.settings.load_timeout,
             )
-        except RuntimeFault as exc:
-            if exc.kind == "LoadError" and custom:
-                raise invalid_request(
-                    f"the environment does not start from this init_config: {exc.message}",
-                    field="init_config",
-                ) from exc
-            log.error("environment failed to load env=%s error=%s", env.id, exc)
-            if exc.kind == "LoadError":
-                raise env_load_failed(env.id, exc.message) from exc
-            raise ApiError(
-                500, "InternalError", f"environment {env.id} failed to load in its sandbox"
-            ) from exc
-        except CallTimeout as exc:
-            self.metrics.sandbox_failed("timeout")
-            raise ApiError(
-                504,
-                "Timeout",
-                f"loading environment {env.id} exceeded {self.settings.load_timeout:g} s",
-            ) from exc
+        except (RuntimeFault, CallTimeout) as exc:
+            self._count(exc)
+            raise faults.api_error(exc, Step.LOAD, env=env.id, custom=custom) from exc
 
     def adopt(self, session_id: str, sandbox: Sandbox) -> None:
         old = self.held.get(session_id)
@@ -253,7 +219,8 @@ class SessionSandboxes:
             # A gateway died between running a call and recording it: the sandbox holds effects
             # that the trajectory lacks, so it is discarded and the session rebuilt by replay.
             log.warning(
-                "session sandbox ran unrecorded calls session=%s sandbox=%s executed=%s recorded=%d",
+                "session sandbox ran unrecorded calls session=%s sandbox=%s executed=%s "
+                "recorded=%d",
                 record.id,
                 sandbox.id[:12],
                 info.get("executed"),
@@ -324,9 +291,8 @@ class SessionSandboxes:
             except ReplayDied as died:
                 await self.destroy_quietly(sandbox)
                 if not await self._end_killer(record, lock, entries[:died.position + 1]):
-                    raise backend_unavailable(
-                        f"the sandbox died replaying call {entries[died.position]['index']}: "
-                        f"{died.cause}") from died.cause
+                    raise faults.api_error(died.cause, Step.REPLAY,
+                                           index=entries[died.position]["index"]) from died.cause
             except BaseException:
                 await self.destroy_quietly(sandbox)
                 raise
@@ -374,7 +340,7 @@ class SessionSandboxes:
         log.warning("a recorded call ends its runtime session=%s index=%s tool=%s; the session "
                     "goes on without its effects", record.id, killer["index"], killer["name"])
         if not await self.store.mark_ended(record, lock, killer):
-            raise self.unrestorable(record)
+            raise faults.unrestorable(record.id)
         return True
 
     async def find_killer(self, record: Record, lock: SessionLock,
@@ -428,21 +394,13 @@ class SessionSandboxes:
                     entry["name"], entry.get("arguments") or {}, timeout=self.settings.call_timeout
                 )
                 outcome: dict[str, Any] = {"ok": True, "result": result}
-            except RuntimeFault as exc:
-                if exc.kind not in TOOL_ERRORS:
-                    raise backend_unavailable(
-                        f"replaying call {entry['index']} failed: {exc}"
-                    ) from exc
-                outcome = {"ok": False, "error": {"type": exc.kind, "message": exc.message}}
-            except CallTimeout as exc:
-                self.metrics.sandbox_failed("timeout")
-                raise backend_unavailable(
-                    f"replaying call {entry['index']} exceeded its deadline; the "
-                    "session could not be rebuilt"
-                ) from exc
-            except SandboxGone as exc:
-                self.metrics.sandbox_failed("crash")
-                raise ReplayDied(position, exc) from exc
+            except (RuntimeFault, CallTimeout, SandboxGone) as exc:
+                fault = self._count(exc)
+                if fault is faults.CRASHED:
+                    raise ReplayDied(position, exc) from exc
+                if fault is faults.TIMEOUT or not fault.recorded:
+                    raise faults.api_error(exc, Step.REPLAY, index=entry["index"]) from exc
+                outcome = {"ok": False, "error": faults.recorded_error(exc, entry["name"])}
             count += 1
             recorded = (
                 {"ok": entry.get("ok"), "result": entry.get("result")}
@@ -460,23 +418,31 @@ class SessionSandboxes:
                 )
         return count
 
-    def stale(self, record: Record, sandbox: Sandbox, exc: RuntimeFault) -> None:
-        self.metrics.sandbox_failed("stale")
-        log.warning(
-            "session sandbox does not hold the recorded state session=%s sandbox=%s error=%s",
-            record.id,
-            sandbox.id[:12],
-            exc,
-        )
+    def _count(self, exc: SandboxError) -> Fault:
+        """The failure's `Fault`, counted in the sandbox failures metric."""
+        fault = faults.fault_of(exc)
+        if fault.metric is not None:
+            self.metrics.sandbox_failed(fault.metric)
+        return fault
 
-    @staticmethod
-    def unrestorable(record: Record) -> ApiError:
-        """Even a sandbox rebuilt from the trajectory does not match the record: the record
-        changed or vanished while this request held it (e.g. it expired). Retrying re-reads it."""
-        return backend_unavailable(
-            f"session {record.id} could not be restored to its recorded state (its record "
-            "changed or vanished meanwhile); retry"
-        )
+    async def failed(self, record: Record, sandbox: Sandbox, exc: SandboxError) -> Fault:
+        """Count a failure of the record's sandbox and let go of it as its `Fault` says: a stale
+        one is dropped, a lost one forgotten (the next request rebuilds either by replay)."""
+        fault = self._count(exc)
+        if fault.stale:
+            log.warning("session sandbox does not hold the recorded state session=%s sandbox=%s "
+                        "error=%s", record.id, sandbox.id[:12], exc)
+            await self.drop(record)
+        elif fault.lost:
+            self.held.pop(record.id, None)
+            record.sandbox = None
+        return fault
+
+    async def retry_after_crash(self, record: Record, lock: SessionLock, attempt: int) -> bool:
+        """Whether a request whose sandbox died under it (``attempt``: 1, 2, 3) runs again on a
+        rebuilt one: after the first death, yes; on a rebuilt sandbox the request ended it,
+        unless a recorded call ended it just after its replay (found and marked: yes)."""
+        return attempt == 1 or (attempt == 2 and await self.ended_by_replay(record, lock))
 
     async def drop(self, record: Record) -> None:
         """End the record's sandbox, whoever created it: recycled into our pool where the
@@ -505,28 +471,17 @@ class SessionSandboxes:
             )
             try:
                 return await op(sandbox)
-            except RuntimeFault as exc:
-                if exc.kind == "ResultTooLarge":
-                    raise ApiError(409, "StateTooLarge", f"the session's state is too large to "
-                                   f"answer: {exc.message} (ENVSCALER_MAX_STATE_BYTES)") from exc
-                if exc.kind not in STALE_SANDBOX:
-                    raise
-                self.stale(record, sandbox, exc)
-                await self.drop(record)
-                if attempt >= 2:
-                    raise self.unrestorable(record) from exc
-            except SandboxGone as exc:
-                self.metrics.sandbox_failed("crash")
-                self.held.pop(record.id, None)
-                record.sandbox = None
-                if attempt == 3 or (attempt == 2 and not await self.ended_by_replay(record, lock)):
-                    raise backend_unavailable(f"the session's sandbox died twice: {exc}") from exc
-            except CallTimeout as exc:
-                self.metrics.sandbox_failed("timeout")
-                self.held.pop(record.id, None)
-                if active:
+            except (RuntimeFault, CallTimeout, SandboxGone) as exc:
+                fault = await self.failed(record, sandbox, exc)
+                if fault.stale:
+                    if attempt < 2:
+                        continue
+                    raise faults.unrestorable(record.id) from exc
+                if fault is faults.CRASHED and await self.retry_after_crash(record, lock, attempt):
+                    continue
+                if fault is faults.TIMEOUT and active:
                     await self.store.set_sandbox(record, None)
-                raise ApiError(504, "Timeout", str(exc)) from exc
+                raise faults.api_error(exc, Step.READ) from exc
             finally:
                 if not active:
                     await self.release_quietly(sandbox)

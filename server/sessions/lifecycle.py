@@ -1,0 +1,117 @@
+"""A session's start and end: create (a loaded sandbox, then the record) and delete."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from server.auth import Principal, token_hash
+from server.catalogue import ServedCatalogue, ServedEnv
+from server.errors import invalid_request, redis_failed
+from server.metrics import Metrics
+from server.sessions.access import check_session_id, checked, new_session_id
+from server.sessions.locking import SessionLocks
+from server.sessions.sandboxes import SessionSandboxes
+from server.store import Record, SessionStore
+
+log = logging.getLogger("envscaler.server.sessions")
+
+
+class Lifecycle:
+    """``POST /v1/sessions`` and ``DELETE /v1/sessions/{id}``."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        catalogue: ServedCatalogue,
+        locks: SessionLocks,
+        sandboxes: SessionSandboxes,
+        metrics: Metrics,
+    ) -> None:
+        self.store = store
+        self.catalogue = catalogue
+        self.locks = locks
+        self.sandboxes = sandboxes
+        self.metrics = metrics
+
+    async def create(
+        self,
+        caller: Principal,
+        env_id: str,
+        scenario_id: str | None,
+        init_config: dict[str, Any] | None,
+        seed: int,
+    ) -> tuple[Record, ServedEnv, str, str | None]:
+        """A new session on a loaded sandbox: (record, env, agent token, task)."""
+        env = self.catalogue.env(env_id)
+        task = None
+        if scenario_id is not None:
+            if init_config is not None:
+                raise invalid_request(
+                    "give a scenario or an init_config, not both", field="init_config"
+                )
+            scenario = env.scenario(scenario_id)
+            init_config, task = scenario.init_config, scenario.task
+        elif init_config is None:
+            init_config = {}
+        session_id = new_session_id()
+        agent_token = f"{session_id}.{secrets.token_urlsafe(24)}"
+        started = time.perf_counter()
+        sandbox = await self.sandboxes.claim_loaded(session_id, env, init_config, seed,
+                                                    custom=scenario_id is None)
+        now = time.time()
+        record = Record(
+            id=session_id,
+            env=env.id,
+            scenario=scenario_id,
+            seed=seed,
+            init_config=init_config,
+            epoch=0,
+            epoch_start=0,
+            length=0,
+            step=0,
+            executed=0,
+            sandbox=sandbox.handle.to_dict(),
+            owner=caller.owner,
+            agent_token_hash=token_hash(agent_token),
+            status="active",
+            created=now,
+            updated=now,
+        )
+        try:
+            await self.store.create(record)
+        except BaseException as exc:
+            await self.sandboxes.destroy_quietly(sandbox)
+            if isinstance(exc, RedisError):
+                raise redis_failed(exc) from exc
+            raise
+        self.sandboxes.held[session_id] = sandbox
+        self.metrics.sessions_created.labels(env.id).inc()
+        log.info(
+            "session created session=%s env=%s scenario=%s seed=%d sandbox=%s owner=%s ms=%.1f",
+            session_id,
+            env.id,
+            scenario_id or "-",
+            seed,
+            sandbox.id[:12],
+            caller.owner,
+            (time.perf_counter() - started) * 1e3,
+        )
+        return record, env, agent_token, task
+
+    async def delete(self, caller: Principal, session_id: str) -> Record:
+        """Close the session and end its sandbox; idempotent. Its record stays readable."""
+        check_session_id(session_id)
+        async with self.locks.locked(session_id) as held:
+            record = checked(session_id, held.record, caller)
+            if record.status == "closed":
+                return record
+            await self.sandboxes.drop(record)
+            await self.store.finish(record, "closed")
+        log.info("session closed session=%s env=%s calls=%d", session_id, record.env,
+                 record.length)
+        return record

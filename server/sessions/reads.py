@@ -1,0 +1,68 @@
+"""Reads of a session that change nothing: its record, its tools, its trajectory, its state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.auth import Principal
+from server.catalogue import ServedCatalogue, ServedEnv
+from server.sessions.access import check_session_id, checked, read_checked, require_active
+from server.sessions.locking import SessionLocks
+from server.sessions.sandboxes import SessionSandboxes
+from server.settings import Settings
+from server.store import Record, SessionStore
+
+
+class Reads:
+    """``GET /v1/sessions/{id}``, ``/tools``, ``/trajectory`` and ``/state``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: SessionStore,
+        catalogue: ServedCatalogue,
+        locks: SessionLocks,
+        sandboxes: SessionSandboxes,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.catalogue = catalogue
+        self.locks = locks
+        self.sandboxes = sandboxes
+
+    async def info(self, caller: Principal, session_id: str) -> Record:
+        return await read_checked(self.store, session_id, caller)
+
+    async def tools(
+        self, caller: Principal, session_id: str, active: bool = False
+    ) -> tuple[Record, ServedEnv]:
+        """The session and its environment; ``active``: only while tools can be called (the MCP
+        door refuses a closed or expired session before its client starts)."""
+        record = await read_checked(self.store, session_id, caller)
+        if active:
+            require_active(record)
+        return record, self.catalogue.env(record.env)
+
+    async def trajectory(
+        self, caller: Principal, session_id: str
+    ) -> tuple[Record, list[dict[str, Any]]]:
+        record = await read_checked(self.store, session_id, caller)
+        entries = (
+            await self.store.entries(session_id, 0, record.length - 1) if record.length else []
+        )
+        return record, entries
+
+    async def state(self, caller: Principal, session_id: str) -> tuple[Record, dict[str, Any]]:
+        """The environment's state, under the lock (a closed or expired session's is rebuilt
+        on a temporary sandbox). Reading an active session's state is activity."""
+        check_session_id(session_id)
+        async with self.locks.locked(session_id) as held:
+            record = checked(session_id, held.record, caller)
+            state = await self.sandboxes.with_sandbox(
+                record,
+                held.lock,
+                lambda s: s.state(timeout=self.settings.call_timeout, executed=record.executed),
+            )
+            if record.status == "active":
+                await self.store.commit(record, held.lock, release=True)
+        return record, state

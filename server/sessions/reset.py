@@ -1,0 +1,160 @@
+"""Reset: a session back to a scenario's start (its own, or another of its environment's) or to a
+custom ``init_config``, as a new epoch of its trajectory."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from common.jsoncodec import dump_bytes, dumps
+from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone
+from sandbox.sandbox import Sandbox
+from server.auth import Principal
+from server.catalogue import ServedCatalogue
+from server.errors import backend_unavailable, invalid_request
+from server.sessions import faults
+from server.sessions.access import check_session_id, checked, require_active
+from server.sessions.faults import Step
+from server.sessions.locking import SessionLocks
+from server.sessions.quota import within_quota
+from server.sessions.sandboxes import SessionSandboxes
+from server.settings import Settings
+from server.store import Record, SessionLock, SessionStore
+
+log = logging.getLogger("envscaler.server.sessions")
+
+
+class Resets:
+    """``POST /v1/sessions/{id}/reset``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: SessionStore,
+        catalogue: ServedCatalogue,
+        locks: SessionLocks,
+        sandboxes: SessionSandboxes,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.catalogue = catalogue
+        self.locks = locks
+        self.sandboxes = sandboxes
+
+    async def reset(
+        self,
+        caller: Principal,
+        session_id: str,
+        scenario_id: str | None,
+        init_config: dict[str, Any] | None,
+        seed: int | None,
+    ) -> tuple[Record, str | None, bool]:
+        """Back to a scenario's start (the current one, or another of the same env) or a custom
+        ``init_config``; (record, task, whether the live sandbox was reset in place)."""
+        check_session_id(session_id)
+        if scenario_id is not None and init_config is not None:
+            raise invalid_request(
+                "give a scenario or an init_config, not both", field="init_config"
+            )
+        async with self.locks.locked(session_id) as held:
+            record = checked(session_id, held.record, caller)
+            require_active(record)
+            env = self.catalogue.env(record.env)
+            task = None
+            if init_config is None:
+                scenario_id = scenario_id or record.scenario
+                if scenario_id is None:
+                    init_config = record.init_config  # a custom session resets to its own start
+                else:
+                    scenario = env.scenario(scenario_id)
+                    init_config, task = scenario.init_config, scenario.task
+            new_seed = record.seed if seed is None else seed
+            custom = scenario_id is None
+            within_quota(record, self.settings,
+                         len(dump_bytes(init_config)) if custom else 0, result=False)
+            sandbox = await self._reset_in_place(record, init_config, new_seed, custom)
+            reused = sandbox is not None
+            if sandbox is None:
+                sandbox = await self.sandboxes.claim_loaded(
+                    session_id, env, init_config, new_seed, custom=custom,
+                    held=(held.lock, record)
+                )
+                self.sandboxes.adopt(session_id, sandbox)
+            await self._record(record, held.lock, sandbox, scenario_id, init_config, new_seed,
+                               custom)
+        log.info(
+            "session reset session=%s env=%s scenario=%s seed=%d epoch=%d reused=%s",
+            session_id,
+            env.id,
+            scenario_id or "-",
+            new_seed,
+            record.epoch,
+            reused,
+        )
+        return record, task, reused
+
+    async def _reset_in_place(self, record: Record, init_config: dict[str, Any], seed: int,
+                              custom: bool) -> Sandbox | None:
+        """The live sandbox, reset; None when there is none or it died or timed out meanwhile
+        (a fresh one is loaded instead)."""
+        sandbox = await self.sandboxes.live_sandbox(record)
+        if sandbox is None:
+            return None
+        try:
+            await sandbox.reset(init_config=init_config, seed=seed,
+                                timeout=self.settings.load_timeout)
+        except RuntimeFault as exc:
+            # The runtime's state after a failed reset is unknown: rebuild from the record.
+            await self.sandboxes.drop(record)
+            raise faults.api_error(exc, Step.RESET, env=record.env, custom=custom) from exc
+        except (SandboxGone, CallTimeout) as exc:
+            await self.sandboxes.failed(record, sandbox, exc)
+            return None
+        return sandbox
+
+    async def _record(self, record: Record, lock: SessionLock, sandbox: Sandbox,
+                      scenario_id: str | None, init_config: dict[str, Any], seed: int,
+                      custom: bool) -> None:
+        """Start the new epoch: its marker in the trajectory and its counters at zero (releasing
+        the lock). A reset that is not recorded drops its sandbox: the record still names the
+        old epoch."""
+        record.epoch += 1
+        record.scenario, record.seed, record.init_config = scenario_id, seed, init_config
+        record.epoch_start, record.step, record.executed, record.sandbox = (
+            record.length + 1,
+            0,
+            0,
+            sandbox.handle.to_dict(),
+        )
+        marker: dict[str, Any] = {
+            "kind": "reset",
+            "index": record.length,
+            "epoch": record.epoch,
+            "scenario": scenario_id,
+            "seed": seed,
+            "time": time.time(),
+        }
+        if custom:
+            marker["init_config"] = init_config
+        fields = {
+            "scenario": scenario_id or "",
+            "seed": str(seed),
+            "init_config": dumps(init_config),
+            "epoch": str(record.epoch),
+            "epoch_start": str(record.epoch_start),
+            "step": "0",
+            "executed": "0",
+            "sandbox": dumps(record.sandbox),
+        }
+        committed = False
+        try:
+            committed = await self.store.commit(record, lock, marker, fields=fields,
+                                                release=True)
+        finally:
+            if not committed:
+                await self.sandboxes.drop(record)
+        if not committed:
+            raise backend_unavailable(
+                "the reset could not be recorded (the session lock's lease ran out)"
+            )

@@ -1,0 +1,221 @@
+"""A tool call: its arguments in, the session lock, the sandbox, the trajectory entry, the outcome
+a route renders. The spine of the gateway's hot path (the route's and the MCP door's)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from common.jsoncodec import dump_bytes
+from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone
+from server import jsonlimits
+from server.auth import Principal, check_agent
+from server.catalogue import ServedCatalogue, ServedEnv
+from server.errors import backend_unavailable, invalid_arguments, redis_failed, redis_full
+from server.jsonlimits import JsonLimits
+from server.metrics import Metrics
+from server.sessions import faults
+from server.sessions.access import check_session_id, checked, require_active
+from server.sessions.faults import Step
+from server.sessions.locking import SessionLocks
+from server.sessions.quota import argument_bytes, within_quota
+from server.sessions.sandboxes import SessionSandboxes
+from server.settings import Settings
+from server.store import Record, SessionLock, SessionStore
+
+log = logging.getLogger("envscaler.server.sessions")
+
+
+def parse_arguments(arguments: dict[str, Any] | str, limits: JsonLimits) -> dict[str, Any]:
+    """An object as is (its body was checked against ``limits``); a JSON string decoded and
+    checked against them (an empty string is ``{}``)."""
+    if isinstance(arguments, dict):
+        return arguments
+    text = arguments.strip()
+    if not text:
+        return {}
+    try:
+        value = jsonlimits.loads(text, limits, "body.arguments")
+    except ValueError as exc:
+        raise invalid_arguments(f"arguments is not valid JSON: {exc}", field="arguments") from None
+    if not isinstance(value, dict):
+        raise invalid_arguments(
+            f"arguments must be a JSON object, not {type(value).__name__}", field="arguments"
+        )
+    return value
+
+
+@dataclass
+class CallOutcome:
+    """A call's trajectory entry, as the API answers it (``CallResult``)."""
+
+    entry: dict[str, Any]
+    duplicate: bool = False
+
+    @property
+    def status(self) -> int:
+        error = self.entry.get("error") or {}
+        return 504 if not self.entry["ok"] and error.get("type") == "Timeout" else 200
+
+    def body(self) -> dict[str, Any]:
+        entry = self.entry
+        body: dict[str, Any] = {"ok": entry["ok"]}
+        if entry["ok"]:
+            body["result"] = entry.get("result")
+        else:
+            body["error"] = entry.get("error")
+        body.update(
+            index=entry["index"],
+            call_id=entry.get("call_id"),
+            duplicate=self.duplicate,
+            duration_ms=entry.get("duration_ms", 0.0),
+        )
+        return body
+
+
+class ToolCalls:
+    """``POST /v1/sessions/{id}/calls`` and MCP ``tools/call``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: SessionStore,
+        catalogue: ServedCatalogue,
+        locks: SessionLocks,
+        sandboxes: SessionSandboxes,
+        metrics: Metrics,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.catalogue = catalogue
+        self.locks = locks
+        self.sandboxes = sandboxes
+        self.metrics = metrics
+        self.json_limits = settings.json_limits()
+
+    async def call(
+        self,
+        caller: Principal,
+        session_id: str,
+        name: str,
+        arguments: dict[str, Any] | str,
+        call_id: str | None,
+    ) -> CallOutcome:
+        """Run the call once (a ``call_id`` already recorded in this epoch answers its entry)
+        and record it; rejected calls (unknown tool, bad arguments, quota) record nothing."""
+        check_session_id(session_id)
+        check_agent(caller, session_id)
+        arguments = parse_arguments(arguments, self.json_limits)
+        started = time.perf_counter()
+        async with self.locks.locked(session_id, call_id=call_id,
+                                     token_hash=caller.token_hash) as held:
+            record = checked(session_id, held.record, caller)
+            # A call_id names a call of its epoch: one reused after a reset runs anew, never
+            # answers the previous episode's result.
+            if held.seen is not None and held.seen >= record.epoch_start:
+                stored = await self.store.entry(session_id, held.seen)
+                if stored is not None:
+                    log.info("duplicate call session=%s call_id=%s index=%d", session_id,
+                             call_id, held.seen)
+                    return CallOutcome(stored, duplicate=True)
+            require_active(record)
+            env = self.catalogue.env(record.env)
+            self.catalogue.validate_arguments(env, name, arguments)
+            within_quota(record, self.settings, argument_bytes(arguments, self.settings))
+            entry = await self._execute(record, env, held.lock, name, arguments, call_id)
+            await self._record(record, held.lock, entry)
+        elapsed = time.perf_counter() - started
+        self.metrics.tool_call(env.id, name, elapsed)
+        if log.isEnabledFor(logging.INFO):
+            error = entry.get("error") or {}
+            log.info(
+                "call session=%s env=%s tool=%s index=%d ok=%s%s ms=%.2f",
+                session_id,
+                env.id,
+                name,
+                entry["index"],
+                entry["ok"],
+                f" error={error.get('type')}" if error else "",
+                elapsed * 1e3,
+            )
+        return CallOutcome(entry)
+
+    async def _execute(
+        self,
+        record: Record,
+        env: ServedEnv,
+        lock: SessionLock,
+        name: str,
+        arguments: dict[str, Any],
+        call_id: str | None,
+    ) -> dict[str, Any]:
+        """Run one call on the session's sandbox (rebuilding it if needed); the trajectory entry.
+        The sandbox's failures are recovered from, recorded or answered as `faults` says."""
+        now = time.time()
+        entry: dict[str, Any] = {
+            "index": record.length,
+            "epoch": record.epoch,
+            "call_id": call_id,
+            "name": name,
+            "arguments": arguments,
+        }
+        for attempt in (1, 2, 3):
+            sandbox = await self.sandboxes.sandbox(record, lock)
+            started = time.perf_counter()
+            try:
+                result = await sandbox.call(name, arguments, timeout=self.settings.call_timeout,
+                                            executed=record.executed)
+                entry.update(ok=True, result=result, replay=True)
+                break
+            except (RuntimeFault, CallTimeout, SandboxGone) as exc:
+                fault = await self.sandboxes.failed(record, sandbox, exc)
+                if fault.stale:
+                    if attempt < 3:
+                        continue
+                    raise faults.unrestorable(record.id) from exc
+                if fault is faults.CRASHED:
+                    log.warning("sandbox died during a call session=%s tool=%s attempt=%d "
+                                "error=%s", record.id, name, attempt, exc)
+                    if await self.sandboxes.retry_after_crash(record, lock, attempt):
+                        continue
+                if not fault.recorded:
+                    raise faults.api_error(exc, Step.CALL, env=env.id, tool=name) from exc
+                entry.update(ok=False, error=faults.recorded_error(exc, name),
+                             replay=fault.replayed)
+                break
+        entry.update(time=now, duration_ms=round((time.perf_counter() - started) * 1e3, 3))
+        return entry
+
+    async def _record(self, record: Record, lock: SessionLock, entry: dict[str, Any]) -> None:
+        """Append the entry and count it (releasing the lock); a sandbox whose call may be
+        missing from the trajectory is dropped, so that the next request rebuilds it."""
+        record.step += 1
+        record.executed += bool(entry.get("replay"))
+        record.result_size += len(dump_bytes(entry.get("result") if entry["ok"]
+                                             else entry.get("error")))
+        fields = {"step": str(record.step), "executed": str(record.executed),
+                  "result_size": str(record.result_size)}
+        if record.sandbox is None:
+            fields["sandbox"] = ""  # it died during the call; the next request rebuilds
+        try:
+            committed = await self.store.commit(record, lock, entry, fields=fields, release=True)
+        except BaseException as exc:
+            await self.sandboxes.drop(record)
+            if not isinstance(exc, RedisError):
+                raise
+            if redis_full(exc):
+                raise redis_failed(exc) from exc
+            raise backend_unavailable(
+                f"Redis did not confirm whether the call was recorded ({exc}); retry it with "
+                "the same call_id: a recorded call answers its result, one that was not runs"
+            ) from exc
+        if not committed:
+            await self.sandboxes.drop(record)
+            raise backend_unavailable(
+                "the call could not be recorded (the session lock's lease ran out, or its "
+                "record expired); its effects were discarded"
+            )

@@ -1,0 +1,119 @@
+"""Validation: a session's scenario checks judged on its state (reward = passed / total)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from envformat.models import Scenario
+from sandbox.checkers import CheckerPool, ChecksKilledChecker, ChecksStarved
+from sandbox.errors import CapacityExhausted, SandboxError
+from sandbox.sandbox import Snapshot
+from server.auth import Principal
+from server.catalogue import ServedCatalogue, ServedEnv
+from server.errors import ApiError
+from server.metrics import Metrics
+from server.sessions import faults
+from server.sessions.access import check_session_id, checked
+from server.sessions.faults import Step
+from server.sessions.locking import SessionLocks
+from server.sessions.sandboxes import SessionSandboxes
+from server.settings import Settings
+from server.store import Record, SessionStore
+
+log = logging.getLogger("envscaler.server.sessions")
+
+
+class Validation:
+    """``POST /v1/sessions/{id}/validate``: changes nothing, on any session that has a record."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: SessionStore,
+        catalogue: ServedCatalogue,
+        locks: SessionLocks,
+        sandboxes: SessionSandboxes,
+        checkers: CheckerPool,
+        metrics: Metrics,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.catalogue = catalogue
+        self.locks = locks
+        self.sandboxes = sandboxes
+        self.checkers = checkers
+        self.metrics = metrics
+        self.check_budget = settings.check_budget()
+
+    async def validate(self, caller: Principal, session_id: str) -> dict[str, Any]:
+        check_session_id(session_id)
+        started = time.perf_counter()
+        async with self.locks.locked(session_id) as held:
+            record = checked(session_id, held.record, caller)
+            env = self.catalogue.env(record.env)
+            scenario = _scenario_with_checks(record, env)
+            checklist = list(scenario.checklist)
+            snapshot = await self.sandboxes.with_sandbox(
+                record,
+                held.lock,
+                lambda s: s.snapshot(timeout=self.settings.call_timeout, executed=record.executed),
+            )
+            if record.status == "active":
+                await self.store.commit(record, held.lock, release=True)
+        # Judged after the lock is released: the states are taken, the session may go on.
+        results = await self._judge([item.check_func for item in checklist], snapshot)
+        passed = sum(1 for r in results if r.get("passed") is True)
+        total = len(checklist)
+        reward = round(passed / total, 4)
+        self.metrics.reward.labels(env.id).observe(reward)
+        self.metrics.validations.labels("judged").inc()
+        self.metrics.validate_seconds.observe(time.perf_counter() - started)
+        log.info(
+            "validate session=%s env=%s scenario=%s reward=%.4f passed=%d total=%d",
+            session_id,
+            env.id,
+            scenario.id,
+            reward,
+            passed,
+            total,
+        )
+        return {
+            "session_id": session_id,
+            "scenario": scenario.id,
+            "reward": reward,
+            "passed": passed,
+            "total": total,
+            "checks": [
+                {"item": item.item, "passed": r.get("passed") is True, "error": r.get("error")}
+                for item, r in zip(checklist, results, strict=True)
+            ],
+        }
+
+    async def _judge(self, checks: list[str], snapshot: Snapshot) -> list[dict[str, Any]]:
+        """The checkers' verdicts; checks that kill their checker fail, as checks."""
+        try:
+            return await self.checkers.check(checks, snapshot, self.check_budget)
+        except ChecksKilledChecker as exc:
+            return [{"passed": False, "error": str(exc)} for _ in checks]
+        except SandboxError as exc:
+            if isinstance(exc, ChecksStarved):
+                self.metrics.validations.labels("starved").inc()
+            elif isinstance(exc, CapacityExhausted):
+                self.metrics.validations.labels("busy").inc()
+            raise faults.api_error(exc, Step.CHECK) from exc
+
+
+def _scenario_with_checks(record: Record, env: ServedEnv) -> Scenario:
+    if record.scenario is None:
+        raise ApiError(
+            409,
+            "NoChecklist",
+            "this session started from a custom init_config; "
+            "there are no check functions to run",
+        )
+    scenario = env.scenario(record.scenario)
+    if not scenario.checklist:
+        raise ApiError(409, "NoChecklist", f"scenario {scenario.id} has no checklist")
+    return scenario
