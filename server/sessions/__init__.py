@@ -16,10 +16,12 @@ Durability by deterministic replay
 
 Serialization
     Calls on one session never interleave: a per-session `asyncio.Lock` orders requests inside the
-    process (FIFO, no polling), and a Redis lock (``redis.asyncio.lock.Lock`` on
-    ``envscaler:session:{id}:lock``, with a lease) orders them across gateways on one Redis.
-    Different sessions run in parallel. Every wait is bounded: a request that cannot take the
-    lock within ``session_lock_wait`` answers 503 ``SessionBusy`` with ``Retry-After``.
+    process (FIFO, no polling), and a Redis lock (`server.store.SessionLock`, a
+    ``redis.asyncio.lock.Lock`` on ``envscaler:session:{id}:lock``, with a lease that
+    `locking.SessionLocks` renews while its request works) orders them across gateways on one
+    Redis.
+    Different sessions run in parallel. A request that cannot take both locks within
+    ``session_lock_wait`` answers 503 ``SessionBusy`` with ``Retry-After``.
 
 Idempotency
     A call with a ``call_id`` already in the session's ``:call-ids`` hash returns the stored entry
@@ -35,10 +37,11 @@ What is recorded
 Layout
     `service` composes `SessionService` from the operations, one module each: `lifecycle`
     (create, delete), `toolcall` (a tool call: arguments, execution, recording, its outcome),
-    `reset`, `reads` (record, tools, trajectory, state) and `validation`. Beneath them: `access`
-    (session ids, and the caller's right to a record), `quota`, `locking` (the two-level session
-    lock), `sandboxes` (the live sandboxes and the rebuild by replay), `faults` (what a sandbox
-    failure means and what it answers) and `expiry` (the idle expiry).
+    `reset`, `reads` (record, tools, trajectory, state), `validation`, and `expiry` (the idle
+    expiry). Beneath them, each using only those after it: `access` (session ids, the caller's
+    right to a record), `quota`, `sandboxes` (the live sandbox of each session), `replay` (a
+    sandbox rebuilt from the trajectory), `claims` (sandboxes from the pool, loaded), `locking`
+    (the two-level session lock) and `faults` (what a sandbox failure means, and answers).
 """
 
 from server.sessions.access import check_session_id, new_session_id

@@ -33,6 +33,7 @@ from server.errors import (
     not_found,
     retry_after,
 )
+from server.metrics import Metrics
 
 log = logging.getLogger("envscaler.server.sessions")
 
@@ -88,6 +89,14 @@ def fault_of(exc: SandboxError) -> Fault:
     if isinstance(exc, SandboxGone):
         return CRASHED
     return Fault(type(exc).__name__)
+
+
+def counted(exc: SandboxError, metrics: Metrics) -> Fault:
+    """`fault_of`, counted in ``envscaler_sandbox_failures_total`` when it is a sandbox's."""
+    fault = fault_of(exc)
+    if fault.metric is not None:
+        metrics.sandbox_failed(fault.metric)
+    return fault
 
 
 def recorded_error(exc: SandboxError, tool: str) -> dict[str, Any]:

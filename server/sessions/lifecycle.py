@@ -14,6 +14,7 @@ from server.catalogue import ServedCatalogue, ServedEnv
 from server.errors import invalid_request, redis_failed
 from server.metrics import Metrics
 from server.sessions.access import check_session_id, checked, new_session_id
+from server.sessions.claims import SandboxClaims
 from server.sessions.locking import SessionLocks
 from server.sessions.sandboxes import SessionSandboxes
 from server.store import Record, SessionStore
@@ -29,12 +30,14 @@ class Lifecycle:
         store: SessionStore,
         catalogue: ServedCatalogue,
         locks: SessionLocks,
+        claims: SandboxClaims,
         sandboxes: SessionSandboxes,
         metrics: Metrics,
     ) -> None:
         self.store = store
         self.catalogue = catalogue
         self.locks = locks
+        self.claims = claims
         self.sandboxes = sandboxes
         self.metrics = metrics
 
@@ -61,8 +64,8 @@ class Lifecycle:
         session_id = new_session_id()
         agent_token = f"{session_id}.{secrets.token_urlsafe(24)}"
         started = time.perf_counter()
-        sandbox = await self.sandboxes.claim_loaded(session_id, env, init_config, seed,
-                                                    custom=scenario_id is None)
+        sandbox = await self.claims.claim_loaded(session_id, env, init_config, seed,
+                                                 custom=scenario_id is None)
         now = time.time()
         record = Record(
             id=session_id,
@@ -85,11 +88,11 @@ class Lifecycle:
         try:
             await self.store.create(record)
         except BaseException as exc:
-            await self.sandboxes.destroy_quietly(sandbox)
+            await self.claims.destroy_quietly(sandbox)
             if isinstance(exc, RedisError):
                 raise redis_failed(exc) from exc
             raise
-        self.sandboxes.held[session_id] = sandbox
+        self.sandboxes.adopt(session_id, sandbox)
         self.metrics.sessions_created.labels(env.id).inc()
         log.info(
             "session created session=%s env=%s scenario=%s seed=%d sandbox=%s owner=%s ms=%.1f",

@@ -15,6 +15,7 @@ from server.catalogue import ServedCatalogue
 from server.errors import backend_unavailable, invalid_request
 from server.sessions import faults
 from server.sessions.access import check_session_id, checked, require_active
+from server.sessions.claims import SandboxClaims
 from server.sessions.faults import Step
 from server.sessions.locking import SessionLocks
 from server.sessions.quota import within_quota
@@ -34,12 +35,14 @@ class Resets:
         store: SessionStore,
         catalogue: ServedCatalogue,
         locks: SessionLocks,
+        claims: SandboxClaims,
         sandboxes: SessionSandboxes,
     ) -> None:
         self.settings = settings
         self.store = store
         self.catalogue = catalogue
         self.locks = locks
+        self.claims = claims
         self.sandboxes = sandboxes
 
     async def reset(
@@ -76,7 +79,7 @@ class Resets:
             sandbox = await self._reset_in_place(record, init_config, new_seed, custom)
             reused = sandbox is not None
             if sandbox is None:
-                sandbox = await self.sandboxes.claim_loaded(
+                sandbox = await self.claims.claim_loaded(
                     session_id, env, init_config, new_seed, custom=custom,
                     held=(held.lock, record)
                 )

@@ -1,30 +1,16 @@
-"""The live sandboxes this process holds, and getting one into the state its record describes:
-attach and ping, or claim, load and replay.
-
-A recorded call may end its runtime: while it runs (``os._exit``, a fatal signal), which is
-recorded as ``SandboxCrashed`` and never replayed, or just after it answered (a signal to PID 1,
-a thread that exits), which is recorded as the answer it gave. Replaying such a call kills every
-rebuilt runtime again, so when a runtime dies under a rebuild (during the replay, or under the
-first call after it) the call that ended it is found (`SessionSandboxes.find_killer`): fresh
-runtimes replay ever shorter prefixes of the trajectory and are given ``ENDED_GRACE`` to die by
-themselves. That call is then marked ``ended_runtime`` (its answer stays what the agent saw; its
-effects died with its runtime, as a crashed call's do), and the session goes on without it.
-A death that no replay reproduces came from outside (an operator, the OOM killer): a retryable
-503, as before.
-"""
+"""The live sandboxes this process holds for its sessions, and getting one into the state its
+record describes: held, or attached to by its handle and pinged, or rebuilt by replay
+(`server.sessions.replay`)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sandbox.backends.base import InvalidHandle, SandboxBackend, SandboxHandle
 from sandbox.errors import (
     CallTimeout,
-    CapacityExhausted,
     RuntimeFault,
     SandboxError,
     SandboxGone,
@@ -32,31 +18,18 @@ from sandbox.errors import (
 )
 from sandbox.pool import SandboxPool
 from sandbox.sandbox import Sandbox
-from server.catalogue import ServedCatalogue, ServedEnv
-from server.errors import backend_unavailable
 from server.metrics import Metrics
 from server.sessions import faults
+from server.sessions.claims import PING_TIMEOUT, SandboxClaims
 from server.sessions.faults import Fault, Step
 from server.sessions.locking import SessionLocks
+from server.sessions.replay import Rebuilds
 from server.settings import Settings
 from server.store import Record, SessionLock, SessionStore
 
 log = logging.getLogger("envscaler.server.sessions")
 
 T = TypeVar("T")
-
-ATTACH_PING_TIMEOUT = 2.0
-ENDED_GRACE = 0.2  # seconds a runtime is given to die by itself after a replay (find_killer)
-MAX_ENDED = 3  # calls found to end the runtime in one rebuild before it gives up (503)
-
-
-class ReplayDied(Exception):
-    """The runtime died replaying ``entries[position]``."""
-
-    def __init__(self, position: int, cause: SandboxGone) -> None:
-        super().__init__(str(cause))
-        self.position = position
-        self.cause = cause
 
 
 class SessionSandboxes:
@@ -66,19 +39,21 @@ class SessionSandboxes:
         self,
         settings: Settings,
         store: SessionStore,
-        catalogue: ServedCatalogue,
         pool: SandboxPool,
         backend: SandboxBackend,
-        metrics: Metrics,
         locks: SessionLocks,
+        claims: SandboxClaims,
+        rebuilds: Rebuilds,
+        metrics: Metrics,
     ) -> None:
         self.settings = settings
         self.store = store
-        self.catalogue = catalogue
         self.pool = pool
         self.backend = backend
-        self.metrics = metrics
         self.locks = locks
+        self.claims = claims
+        self.rebuilds = rebuilds
+        self.metrics = metrics
         self.held: dict[str, Sandbox] = {}  # session id -> live sandbox this process holds
 
     def close(self) -> None:
@@ -87,71 +62,8 @@ class SessionSandboxes:
             sandbox.client.close()
         self.held.clear()
 
-    async def claim(self, session_id: str) -> Sandbox:
-        try:
-            return await self.pool.claim(session_id)
-        except CapacityExhausted as exc:
-            stats = self.pool.stats()
-            raise faults.api_error(exc, Step.CLAIM, full=stats.live >= stats.capacity) from exc
-        except SandboxError as exc:
-            log.error("sandbox creation failed session=%s error=%s", session_id, exc)
-            raise faults.api_error(exc, Step.CLAIM) from exc
-
-    async def claim_loaded(
-        self,
-        session_id: str,
-        env: ServedEnv,
-        init_config: dict[str, Any],
-        seed: int,
-        *,
-        custom: bool,
-        held: tuple[SessionLock, Record] | None = None,
-    ) -> Sandbox:
-        """Claim a sandbox and load ``env`` into it. A sandbox that dies under the load (the
-        engine, the kernel's OOM killer or gVisor's Sentry ended it after its claim) is replaced
-        once. ``held``: the session's lock, renewed after each claim (a cold start may take a
-        while). A sandbox claimed here and not returned is destroyed, whatever failed (the
-        renewal, the load, a cancellation): no one else knows of it."""
-        for attempt in (1, 2):
-            sandbox = await self.claim(session_id)
-            try:
-                if held is not None:
-                    await self.locks.renew(*held)
-                await self._load(sandbox, env, init_config, seed, custom)
-                return sandbox
-            except SandboxGone as exc:
-                await self.destroy_quietly(sandbox)
-                self._count(exc)
-                log.warning("sandbox died while loading session=%s env=%s attempt=%d error=%s",
-                            session_id, env.id, attempt, exc)
-                if attempt == 2:
-                    raise faults.api_error(exc, Step.LOAD, env=env.id) from exc
-            except BaseException:
-                await self.destroy_quietly(sandbox)
-                raise
-        raise AssertionError("unreachable")
-
-    async def _load(
-        self, sandbox: Sandbox, env: ServedEnv, init_config: dict[str, Any], seed: int, custom: bool
-    ) -> None:
-        """Load ``env`` into a fresh sandbox; on failure raise ApiError (``SandboxGone``: it
-        died meanwhile, for `claim_loaded` to replace it)."""
-        try:
-            await sandbox.load(
-                source=env.source,
-                class_name=env.class_name,
-                tools=env.tool_names,
-                init_config=init_config,
-                seed=seed,
-                max_result_bytes=self.settings.max_result_bytes,
-                max_state_bytes=self.settings.max_state_bytes,
-                timeout=self.settings.load_timeout,
-            )
-        except (RuntimeFault, CallTimeout) as exc:
-            self._count(exc)
-            raise faults.api_error(exc, Step.LOAD, env=env.id, custom=custom) from exc
-
     def adopt(self, session_id: str, sandbox: Sandbox) -> None:
+        """Hold ``sandbox`` for the session; one held before it is let go."""
         old = self.held.get(session_id)
         self.held[session_id] = sandbox
         if old is not None and old is not sandbox:
@@ -167,20 +79,6 @@ class SessionSandboxes:
             self.pool.reclaim(sandbox)
         else:
             sandbox.client.close()
-
-    async def release_quietly(self, sandbox: Sandbox) -> None:
-        """End the sandbox a record names: recycled into our pool (whoever created it), or
-        destroyed."""
-        try:
-            await self.pool.release(sandbox)
-        except Exception as exc:  # noqa: BLE001 - best effort; reapers remove what is left
-            log.warning("sandbox release failed sandbox=%s error=%s", sandbox.id[:12], exc)
-
-    async def destroy_quietly(self, sandbox: Sandbox) -> None:
-        try:
-            await sandbox.destroy()
-        except Exception as exc:  # noqa: BLE001 - best effort; reapers remove what is left
-            log.warning("sandbox destroy failed sandbox=%s error=%s", sandbox.id[:12], exc)
 
     async def live_sandbox(self, record: Record) -> Sandbox | None:
         """The record's sandbox if it answers (held by this process, or attached via its handle)."""
@@ -198,7 +96,7 @@ class SessionSandboxes:
         if sandbox is None:
             return None
         try:
-            info = await sandbox.ping(timeout=ATTACH_PING_TIMEOUT)
+            info = await sandbox.ping(timeout=PING_TIMEOUT)
         except SandboxError as exc:  # ping failures destroy the sandbox
             log.info(
                 "session sandbox does not answer session=%s sandbox=%s error=%s",
@@ -213,7 +111,7 @@ class SessionSandboxes:
                 record.id,
                 sandbox.id[:12],
             )
-            await self.destroy_quietly(sandbox)
+            await self.claims.destroy_quietly(sandbox)
             return None
         if info.get("executed") != record.executed:
             # A gateway died between running a call and recording it: the sandbox holds effects
@@ -226,7 +124,7 @@ class SessionSandboxes:
                 info.get("executed"),
                 record.executed,
             )
-            await self.destroy_quietly(sandbox)
+            await self.claims.destroy_quietly(sandbox)
             return None
         self.held[record.id] = sandbox
         return sandbox
@@ -255,7 +153,7 @@ class SessionSandboxes:
             return sandbox
         log.warning("session sandbox is gone or not this service's session=%s sandbox=%.64s",
                     record.id, handle.id)
-        await self.destroy_quietly(sandbox)  # what is left of it, if provably its; nothing else
+        await self.claims.destroy_quietly(sandbox)  # what is left of it, if provably its
         return None
 
     def _attach(self, handle: SandboxHandle) -> Sandbox:
@@ -265,170 +163,19 @@ class SessionSandboxes:
         sandbox.max_state_bytes = self.settings.max_state_bytes
         return sandbox
 
-    async def sandbox(self, record: Record, lock: SessionLock, *, persist: bool = True) -> Sandbox:
+    async def sandbox(self, record: Record, lock: SessionLock) -> Sandbox:
         """A live sandbox in the record's current state, rebuilt by replay when needed."""
         sandbox = await self.live_sandbox(record)
         if sandbox is not None:
             return sandbox
-        return await self._rebuild(record, lock, persist=persist)
-
-    async def _rebuild(self, record: Record, lock: SessionLock, *, persist: bool = True) -> Sandbox:
-        """Claim a sandbox, load the current epoch's start, replay its trajectory, record the
-        handle.
-
-        With ``persist=False`` (reads of expired or closed sessions) the record is left alone and
-        the caller destroys the sandbox afterwards.
-        """
-        started = time.perf_counter()
-        for _ in range(MAX_ENDED + 1):
-            entries = await self.store.entries(record.id, record.epoch_start)
-            sandbox = await self._claim_for(record, lock)
-            try:
-                replayed = await self._replay(record, sandbox, entries, lock)
-                if persist:
-                    await self.store.set_sandbox(record, sandbox.handle.to_dict())
-                break
-            except ReplayDied as died:
-                await self.destroy_quietly(sandbox)
-                if not await self._end_killer(record, lock, entries[:died.position + 1]):
-                    raise faults.api_error(died.cause, Step.REPLAY,
-                                           index=entries[died.position]["index"]) from died.cause
-            except BaseException:
-                await self.destroy_quietly(sandbox)
-                raise
-        else:
-            raise backend_unavailable(f"session {record.id} could not be rebuilt: more than "
-                                      f"{MAX_ENDED} of its calls ended their runtime")
-        if persist:
-            self.adopt(record.id, sandbox)
-        self.metrics.session_rebuilds.inc()
-        log.info(
-            "session rebuilt session=%s env=%s epoch=%d replayed=%d sandbox=%s ms=%.1f",
-            record.id,
-            record.env,
-            record.epoch,
-            replayed,
-            sandbox.id[:12],
-            (time.perf_counter() - started) * 1e3,
-        )
+        sandbox = await self.rebuilds.rebuild(record, lock)
+        self.adopt(record.id, sandbox)
         return sandbox
-
-    async def _claim_for(self, record: Record, lock: SessionLock) -> Sandbox:
-        """A sandbox loaded with the start of the record's epoch, the lock renewed."""
-        env = self.catalogue.env(record.env)
-        sandbox = await self.claim_loaded(record.id, env, record.init_config, record.seed,
-                                          custom=record.scenario is None, held=(lock, record))
-        try:
-            await self.locks.renew(lock, record)
-        except BaseException:
-            await self.destroy_quietly(sandbox)
-            raise
-        return sandbox
-
-    async def ended_by_replay(self, record: Record, lock: SessionLock) -> bool:
-        """A rebuilt runtime died under the first request after its replay: whether a recorded
-        call ended it (found and marked: rebuild and try again), else the request did."""
-        entries = await self.store.entries(record.id, record.epoch_start)
-        return await self._end_killer(record, lock, entries)
-
-    async def _end_killer(self, record: Record, lock: SessionLock,
-                          entries: list[dict[str, Any]]) -> bool:
-        """Find which of ``entries`` ends its runtime and mark it; False when none does."""
-        killer = await self.find_killer(record, lock, entries)
-        if killer is None:
-            return False
-        log.warning("a recorded call ends its runtime session=%s index=%s tool=%s; the session "
-                    "goes on without its effects", record.id, killer["index"], killer["name"])
-        if not await self.store.mark_ended(record, lock, killer):
-            raise faults.unrestorable(record.id)
-        return True
-
-    async def find_killer(self, record: Record, lock: SessionLock,
-                          entries: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """The first replayed call of ``entries`` after which (while it runs, or within
-        ``ENDED_GRACE`` of its answer) a fresh runtime dies by itself; None when replaying them
-        all leaves it alive. A binary search: a prefix that kills its runtime stays deadly when
-        it grows."""
-        calls = [e for e in entries if e.get("kind") != "reset" and e.get("replay")]
-        if not calls or not await self._dies_after(record, lock, calls):
-            return None
-        low, high = 0, len(calls) - 1
-        while low < high:
-            middle = (low + high) // 2
-            if await self._dies_after(record, lock, calls[:middle + 1]):
-                high = middle
-            else:
-                low = middle + 1
-        return calls[low]
-
-    async def _dies_after(self, record: Record, lock: SessionLock,
-                          calls: list[dict[str, Any]]) -> bool:
-        sandbox = await self._claim_for(record, lock)
-        try:
-            await self._replay(record, sandbox, calls, lock)
-            await asyncio.sleep(ENDED_GRACE)
-            await sandbox.ping(timeout=ATTACH_PING_TIMEOUT)
-        except ReplayDied:
-            return True
-        except SandboxError:  # the ping: gone, or no answer
-            return True
-        finally:
-            await self.destroy_quietly(sandbox)
-        return False
-
-    async def _replay(
-        self, record: Record, sandbox: Sandbox, entries: list[dict[str, Any]], lock: SessionLock
-    ) -> int:
-        """Replay ``entries`` (those that ran) on ``sandbox``: the count. `ReplayDied` when
-        the runtime dies under one."""
-        renewed = time.monotonic()
-        count = 0
-        for position, entry in enumerate(entries):
-            if entry.get("kind") == "reset" or not entry.get("replay"):
-                continue
-            if time.monotonic() - renewed > self.locks.lease / 3:
-                await self.locks.renew(lock, record)
-                renewed = time.monotonic()
-            try:
-                result = await sandbox.call(
-                    entry["name"], entry.get("arguments") or {}, timeout=self.settings.call_timeout
-                )
-                outcome: dict[str, Any] = {"ok": True, "result": result}
-            except (RuntimeFault, CallTimeout, SandboxGone) as exc:
-                fault = self._count(exc)
-                if fault is faults.CRASHED:
-                    raise ReplayDied(position, exc) from exc
-                if fault is faults.TIMEOUT or not fault.recorded:
-                    raise faults.api_error(exc, Step.REPLAY, index=entry["index"]) from exc
-                outcome = {"ok": False, "error": faults.recorded_error(exc, entry["name"])}
-            count += 1
-            recorded = (
-                {"ok": entry.get("ok"), "result": entry.get("result")}
-                if entry.get("ok")
-                else {"ok": False, "error": entry.get("error")}
-            )
-            if outcome != recorded:
-                self.metrics.replay_mismatches.inc()
-                log.warning(
-                    "replay mismatch session=%s env=%s index=%s tool=%s",
-                    record.id,
-                    record.env,
-                    entry.get("index"),
-                    entry.get("name"),
-                )
-        return count
-
-    def _count(self, exc: SandboxError) -> Fault:
-        """The failure's `Fault`, counted in the sandbox failures metric."""
-        fault = faults.fault_of(exc)
-        if fault.metric is not None:
-            self.metrics.sandbox_failed(fault.metric)
-        return fault
 
     async def failed(self, record: Record, sandbox: Sandbox, exc: SandboxError) -> Fault:
         """Count a failure of the record's sandbox and let go of it as its `Fault` says: a stale
         one is dropped, a lost one forgotten (the next request rebuilds either by replay)."""
-        fault = self._count(exc)
+        fault = faults.counted(exc, self.metrics)
         if fault.stale:
             log.warning("session sandbox does not hold the recorded state session=%s sandbox=%s "
                         "error=%s", record.id, sandbox.id[:12], exc)
@@ -442,7 +189,7 @@ class SessionSandboxes:
         """Whether a request whose sandbox died under it (``attempt``: 1, 2, 3) runs again on a
         rebuilt one: after the first death, yes; on a rebuilt sandbox the request ended it,
         unless a recorded call ended it just after its replay (found and marked: yes)."""
-        return attempt == 1 or (attempt == 2 and await self.ended_by_replay(record, lock))
+        return attempt == 1 or (attempt == 2 and await self.rebuilds.ended_by_replay(record, lock))
 
     async def drop(self, record: Record) -> None:
         """End the record's sandbox, whoever created it: recycled into our pool where the
@@ -452,11 +199,11 @@ class SessionSandboxes:
         current = held is not None and isinstance(handle, dict) and held.id == handle.get("id")
         if held is not None and not held.destroyed:
             if current:
-                await self.release_quietly(held)
+                await self.claims.release_quietly(held)
             else:
                 self._let_go(held)
         if not current and (sandbox := await self._attach_stored(record)) is not None:
-            await self.release_quietly(sandbox)
+            await self.claims.release_quietly(sandbox)
 
     async def with_sandbox(
         self, record: Record, lock: SessionLock, op: Callable[[Sandbox], Awaitable[T]]
@@ -467,7 +214,7 @@ class SessionSandboxes:
             sandbox = (
                 await self.sandbox(record, lock)
                 if active
-                else await self._rebuild(record, lock, persist=False)
+                else await self.rebuilds.rebuild(record, lock, persist=False)
             )
             try:
                 return await op(sandbox)
@@ -484,7 +231,7 @@ class SessionSandboxes:
                 raise faults.api_error(exc, Step.READ) from exc
             finally:
                 if not active:
-                    await self.release_quietly(sandbox)
+                    await self.claims.release_quietly(sandbox)
         raise AssertionError("unreachable")
 
     async def forget_stale(self) -> None:

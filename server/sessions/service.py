@@ -11,10 +11,12 @@ from sandbox.pool import SandboxPool
 from server.catalogue import ServedCatalogue
 from server.metrics import Metrics
 from server.redis_scripts import ScriptClient
+from server.sessions.claims import SandboxClaims
 from server.sessions.expiry import SessionExpiry
 from server.sessions.lifecycle import Lifecycle
 from server.sessions.locking import SessionLocks
 from server.sessions.reads import Reads
+from server.sessions.replay import Rebuilds
 from server.sessions.reset import Resets
 from server.sessions.sandboxes import SessionSandboxes
 from server.sessions.toolcall import ToolCalls
@@ -42,11 +44,12 @@ class SessionService:
                         if settings.redis_url else None)
         self.store = SessionStore(redis, settings.session_ttl, settings.record_ttl, self.scripts)
         self.locks = SessionLocks(settings, self.store)
-        self.sandboxes = SessionSandboxes(
-            settings, self.store, catalogue, pool, backend, metrics, self.locks
-        )
+        claims = SandboxClaims(settings, pool, self.locks, metrics)
+        rebuilds = Rebuilds(settings, self.store, catalogue, self.locks, claims, metrics)
+        self.sandboxes = SessionSandboxes(settings, self.store, pool, backend, self.locks, claims,
+                                          rebuilds, metrics)
         self.expiry = SessionExpiry(settings, self.store, self.locks, self.sandboxes, metrics)
-        lifecycle = Lifecycle(self.store, catalogue, self.locks, self.sandboxes, metrics)
+        lifecycle = Lifecycle(self.store, catalogue, self.locks, claims, self.sandboxes, metrics)
         reads = Reads(settings, self.store, catalogue, self.locks, self.sandboxes)
         validation = Validation(settings, self.store, catalogue, self.locks, self.sandboxes,
                                 checkers, metrics)
@@ -58,7 +61,8 @@ class SessionService:
         self.state = reads.state
         self.call = ToolCalls(settings, self.store, catalogue, self.locks, self.sandboxes,
                               metrics).call
-        self.reset = Resets(settings, self.store, catalogue, self.locks, self.sandboxes).reset
+        self.reset = Resets(settings, self.store, catalogue, self.locks, claims,
+                            self.sandboxes).reset
         self.validate = validation.validate
         self.expire_idle = self.expiry.expire_idle
         self.live_count = self.store.live_count

@@ -1,0 +1,112 @@
+"""Sandboxes from the pool for sessions: claimed, loaded with an environment's start, and given
+back or destroyed."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sandbox.errors import CallTimeout, CapacityExhausted, RuntimeFault, SandboxError, SandboxGone
+from sandbox.pool import SandboxPool
+from sandbox.sandbox import Sandbox
+from server.catalogue import ServedEnv
+from server.metrics import Metrics
+from server.sessions import faults
+from server.sessions.faults import Step
+from server.sessions.locking import SessionLocks
+from server.settings import Settings
+from server.store import Record, SessionLock
+
+log = logging.getLogger("envscaler.server.sessions")
+
+PING_TIMEOUT = 2.0  # seconds a sandbox is given to answer a ping
+
+
+class SandboxClaims:
+    """The pool's sandboxes, as sessions take and leave them."""
+
+    def __init__(
+        self, settings: Settings, pool: SandboxPool, locks: SessionLocks, metrics: Metrics
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.locks = locks
+        self.metrics = metrics
+
+    async def claim(self, session_id: str) -> Sandbox:
+        try:
+            return await self.pool.claim(session_id)
+        except CapacityExhausted as exc:
+            stats = self.pool.stats()
+            raise faults.api_error(exc, Step.CLAIM, full=stats.live >= stats.capacity) from exc
+        except SandboxError as exc:
+            log.error("sandbox creation failed session=%s error=%s", session_id, exc)
+            raise faults.api_error(exc, Step.CLAIM) from exc
+
+    async def claim_loaded(
+        self,
+        session_id: str,
+        env: ServedEnv,
+        init_config: dict[str, Any],
+        seed: int,
+        *,
+        custom: bool,
+        held: tuple[SessionLock, Record] | None = None,
+    ) -> Sandbox:
+        """Claim a sandbox and load ``env`` into it. A sandbox that dies under the load (the
+        engine, the kernel's OOM killer or gVisor's Sentry ended it after its claim) is replaced
+        once. ``held``: the session's lock, renewed after each claim (a cold start may take a
+        while). A sandbox claimed here and not returned is destroyed, whatever failed (the
+        renewal, the load, a cancellation): no one else knows of it."""
+        for attempt in (1, 2):
+            sandbox = await self.claim(session_id)
+            try:
+                if held is not None:
+                    await self.locks.renew(*held)
+                await self._load(sandbox, env, init_config, seed, custom)
+                return sandbox
+            except SandboxGone as exc:
+                await self.destroy_quietly(sandbox)
+                faults.counted(exc, self.metrics)
+                log.warning("sandbox died while loading session=%s env=%s attempt=%d error=%s",
+                            session_id, env.id, attempt, exc)
+                if attempt == 2:
+                    raise faults.api_error(exc, Step.LOAD, env=env.id) from exc
+            except BaseException:
+                await self.destroy_quietly(sandbox)
+                raise
+        raise AssertionError("unreachable")
+
+    async def _load(
+        self, sandbox: Sandbox, env: ServedEnv, init_config: dict[str, Any], seed: int, custom: bool
+    ) -> None:
+        """Load ``env`` into a fresh sandbox; on failure raise ApiError (``SandboxGone``: it
+        died meanwhile, for `claim_loaded` to replace it)."""
+        try:
+            await sandbox.load(
+                source=env.source,
+                class_name=env.class_name,
+                tools=env.tool_names,
+                init_config=init_config,
+                seed=seed,
+                max_result_bytes=self.settings.max_result_bytes,
+                max_state_bytes=self.settings.max_state_bytes,
+                timeout=self.settings.load_timeout,
+            )
+        except (RuntimeFault, CallTimeout) as exc:
+            faults.counted(exc, self.metrics)
+            raise faults.api_error(exc, Step.LOAD, env=env.id, custom=custom) from exc
+
+    async def release_quietly(self, sandbox: Sandbox) -> None:
+        """End the sandbox a record names: recycled into our pool (whoever created it), or
+        destroyed."""
+        try:
+            await self.pool.release(sandbox)
+        except Exception as exc:  # noqa: BLE001 - best effort; reapers remove what is left
+            log.warning("sandbox release failed sandbox=%s error=%s", sandbox.id[:12], exc)
+
+    async def destroy_quietly(self, sandbox: Sandbox) -> None:
+        try:
+            await sandbox.destroy()
+        except Exception as exc:  # noqa: BLE001 - best effort; reapers remove what is left
+            log.warning("sandbox destroy failed sandbox=%s error=%s", sandbox.id[:12], exc)
