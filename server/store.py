@@ -15,10 +15,13 @@ Keys
     ``init_config``       JSON of the current epoch's initial configuration
     ``epoch``             0 at creation, +1 per reset
     ``epoch_start``       index in the ``:calls`` list of the current epoch's first call
-    ``length``            length of the ``:calls`` list (the next entry's index)
-    ``step``              tool calls recorded in the current epoch
-    ``executed``          calls of the current epoch that ran in the sandbox (``replay`` true); a
-                          sandbox whose runtime reports another count is not attached to
+    ``length``            entries in the ``:calls`` list, all epochs, reset markers included (the
+                          next entry's ``index``; ``calls`` in the API's session info)
+    ``step``              tool calls recorded in the current epoch, whatever their outcome
+                          (``step`` in the API)
+    ``executed``          calls of the current epoch whose effects the sandbox holds (``replay``
+                          true): the runtime counts the same as its ``executed``, and a sandbox
+                          whose count differs is not attached to
     ``sandbox``           JSON of the live sandbox's handle (``SandboxHandle.to_dict``), or empty
     ``owner``             fingerprint of the API key that created it (``anonymous`` without keys)
     ``agent_token_hash``  hex sha256 of the session's agent token (the token itself is never stored)
@@ -298,10 +301,18 @@ class TokenRefused(Exception):
 class SessionLock(Lock):
     """``redis.asyncio.lock.Lock`` (same key, token and lease semantics) with a fast path:
     `SessionStore.lock_and_load` takes it and reads the session in one round trip, and
-    `SessionStore.commit` releases it together with the write."""
+    `SessionStore.commit` releases it together with the write. The holder's token is read and
+    set only here (`token`, `take`, `drop`): redis-py keeps it in ``self.local``, where its own
+    methods (``release``, ``reacquire``, ``extend``) read it."""
+
+    @property
+    def token(self) -> bytes | None:
+        """The holder's token; set before a ``SET`` that may take the lock is sent."""
+        token: bytes | None = self.local.token
+        return token
 
     def held(self) -> bool:
-        return self.local.token is not None
+        return self.token is not None
 
     def take(self, token: bytes) -> None:
         self.local.token = token
@@ -449,7 +460,7 @@ class SessionStore:
         """
         now = time.time()
         record.updated = now
-        token = lock.local.token
+        token = lock.token
         changed: dict[str, Any] = {"updated": repr(now), **(fields or {}), "committed": token}
         encoded = dumps(entry) if entry is not None else ""
         if entry is not None:
@@ -495,7 +506,7 @@ class SessionStore:
         growth = _utf8_bytes(encoded) - _utf8_bytes(dumps(entry))
         done = await self._mark_ended(
             keys=[lock.name, session_key(record.id), calls_key(record.id)],
-            args=[lock.local.token, entry["index"], encoded, growth])
+            args=[lock.token, entry["index"], encoded, growth])
         if done:
             record.executed -= 1
             record.size += growth

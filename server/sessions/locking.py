@@ -62,9 +62,10 @@ class SessionLocks:
             task.cancel()
 
     async def _keep_leases(self) -> None:
-        """Renew every lock held longer than a third of its lease: no lease runs out while the
-        request that holds it is still working, however slow the machine (one task for all
-        locks, so a short request pays nothing)."""
+        """Renew every lock held longer than a third of its lease, so that a lease does not run
+        out while the request that holds it is still working (one task for all locks, so a short
+        request pays nothing). A renewal that fails is logged; the request then finds its lock
+        lost when it commits."""
         while True:
             await asyncio.sleep(self.lease / 6)
             due = time.monotonic() - self.lease / 3
@@ -90,12 +91,13 @@ class SessionLocks:
         token_hash: str | None = None,
     ) -> AsyncIterator[Held]:
         """Hold the session and read its record: first this process's lock, then the Redis lock
-        (taken together with the reads in one round trip when free); every wait bounded. Taking
-        it is activity (``touch``: the session is not idle), except for the idle expiry's own.
-        An agent's ``token_hash`` is checked before anything else: in that round trip, or first
-        with a read of its own when another request holds the session in this process (so that
-        it does not wait in line). A wrong token answers 401 at once, having taken no lock and
-        touched nothing."""
+        (taken together with the reads in one round trip when free). Waiting for the two takes
+        at most ``wait`` in all (then 503 ``SessionBusy``); each Redis command, at most the
+        client's ``redis_timeout``. Taking it is activity (``touch``: the session is not idle),
+        except for the idle expiry's own. An agent's ``token_hash`` is checked before anything
+        else: in that round trip, or first with a read of its own when another request holds
+        the session in this process (so that it does not wait in line). A wrong token answers
+        401 at once, having taken no lock and touched nothing."""
         wait = self.wait if wait is None else wait
         deadline = time.monotonic() + wait
         local = self._locks.get(session_id)
@@ -126,7 +128,7 @@ class SessionLocks:
                 except TokenRefused:
                     raise unauthorized("invalid agent token") from None
                 except RedisError as exc:
-                    self._release_later(lock)
+                    self._release_later(lock, lock.token)
                     raise redis_failed(exc) from exc
                 self._holding[lock] = time.monotonic()
                 try:
@@ -134,7 +136,7 @@ class SessionLocks:
                 finally:
                     self._holding.pop(lock, None)
                     if lock.held():
-                        token = lock.local.token
+                        token = lock.token
                         try:
                             await lock.release()
                         except LockError:
@@ -147,8 +149,7 @@ class SessionLocks:
                             log.warning(
                                 "session lock release failed session=%s error=%s", session_id, exc
                             )
-                            lock.take(token)
-                            self._release_later(lock)
+                            self._release_later(lock, token)
             finally:
                 local.lock.release()
         finally:
@@ -178,11 +179,10 @@ class SessionLocks:
         lock.drop()
         return False
 
-    def _release_later(self, lock: SessionLock) -> None:
-        """Release a lock that this process may hold but could not release (Redis was away, or
-        a SET of ours may still land): retried in the background until Redis answers, so the
-        session is not left locked for a whole lease after Redis comes back."""
-        token = lock.local.token
+    def _release_later(self, lock: SessionLock, token: bytes | None) -> None:
+        """Release a lock that this process may hold by ``token`` but could not release (Redis
+        was away, or a SET of ours may still land): retried in the background until Redis
+        answers, so the session is not left locked for a whole lease after Redis comes back."""
         lock.drop()
         if token is None:
             return
@@ -214,14 +214,11 @@ class SessionLocks:
             headers=retry_after(BUSY_RETRY_AFTER),
         )
 
-    async def renew(self, lock: SessionLock, record: Record, seconds: float | None = None) -> None:
-        """Restart the lock's lease (to at least ``seconds``) before a long step: a load, a stretch
-        of replay, a run of check functions."""
+    async def renew(self, lock: SessionLock, record: Record) -> None:
+        """Restart the lock's lease before a long step (a load, a stretch of replay); 503
+        ``SessionBusy`` when it is no longer held."""
         try:
-            if seconds is not None and seconds > self.lease:
-                await lock.extend(seconds, replace_ttl=True)
-            else:
-                await lock.reacquire()
+            await lock.reacquire()
         except LockError as exc:
             raise ApiError(
                 503,
