@@ -22,7 +22,7 @@ unchanged, and is answered as before by the documented route (`server.routes.ses
 A body that parses but exceeds the JSON limits (`server.jsonlimits`) is answered here with 422
 ``JsonTooComplex``, as `server.limits.BodyLimit` would answer it. The order of checks is
 FastAPI's: a well-formed body is checked first, then the caller (401/403), then the session and
-the arguments (`server.sessions.SessionService.call`).
+the arguments (`server.sessions.toolcall.ToolCalls.call`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ An agent harness that speaks MCP points at one session's URL with that session's
 - ``tools/list`` answers the environment's tool schemas (``inputSchema`` is the same JSON schema
   as the REST tools' ``parameters``); ``reset``, ``validate``, the state and the checks are never
   tools here: they stay on the REST API, for API keys only.
-- ``tools/call`` is `server.sessions.SessionService.call`, the same operation as
+- ``tools/call`` is `server.sessions.toolcall.ToolCalls.call`, the same operation as
   ``POST /v1/sessions/{id}/calls``: the same request model and its limits, schema validation,
   the session lock, idempotency (``_meta.call_id`` plays ``call_id``), the trajectory and the
   deadline. A tool's failure, and a call the gateway refuses (unknown tool, arguments that do not

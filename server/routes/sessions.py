@@ -53,7 +53,7 @@ def _info(record: Record) -> SessionInfo:
         status=record.status,  # type: ignore[arg-type]
         epoch=record.epoch,
         step=record.step,
-        calls=record.length,
+        calls=record.length,  # the trajectory's entries: its length in the record
         sandbox_id=(record.sandbox or {}).get("id"),
         owner=record.owner,
         created=record.created,

@@ -50,7 +50,8 @@ class SessionExpiry:
         return min(5.0, max(0.1, self.settings.session_ttl / 4))
 
     async def expire_idle(self) -> int:
-        """Expire sessions idle longer than ``session_ttl``: kill the sandbox, keep the record."""
+        """Expire sessions idle longer than ``session_ttl``: end the sandbox, keep the record
+        (readable for ``record_ttl``). A session busy with a request is not idle: skipped."""
         cutoff = time.time() - self.settings.session_ttl
         expired = 0
         for session_id in await self.store.idle(cutoff):
