@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from itertools import islice
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,8 @@ import jsonschema_rs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
-from envformat.loader import load_catalogue
+from envformat.loader import EnvPackage, load_catalogue
+from envformat.models import EnvManifest, Scenario
 from server import strictjson
 from server.errors import invalid_arguments, not_found
 
@@ -44,20 +45,20 @@ SUBSCHEMAS = ("additionalProperties", "items")
 class ServedEnv:
     """One environment with what the hot path needs precomputed."""
 
-    package: Any  # envformat.loader.EnvPackage
+    package: EnvPackage
     tools: list[dict[str, Any]]  # OpenAI function schemas, as in env.json
     tool_names: list[str]
     validators: dict[str, Draft202012Validator] = field(default_factory=dict)
     # tool -> jsonschema_rs's is_valid, for the schemas of FAST_KEYWORDS only
     accepts: dict[str, Callable[[Any], bool]] = field(default_factory=dict)
-    scenarios_by_id: dict[str, Any] = field(default_factory=dict)
+    scenarios_by_id: dict[str, Scenario] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
         return self.package.manifest.id
 
     @property
-    def manifest(self) -> Any:
+    def manifest(self) -> EnvManifest:
         return self.package.manifest
 
     @property
@@ -69,10 +70,10 @@ class ServedEnv:
         return self.package.manifest.class_name
 
     @property
-    def scenarios(self) -> tuple[Any, ...]:
+    def scenarios(self) -> tuple[Scenario, ...]:
         return self.package.scenarios
 
-    def scenario(self, scenario_id: str) -> Any:
+    def scenario(self, scenario_id: str) -> Scenario:
         scenario = self.scenarios_by_id.get(scenario_id)
         if scenario is not None:
             return scenario
@@ -96,7 +97,7 @@ class ServedCatalogue:
     def __init__(self, root: Path) -> None:
         self.root = root
         catalogue = load_catalogue(root)
-        for error in getattr(catalogue, "errors", ()) or ():
+        for error in catalogue.errors:
             log.error("catalogue error root=%s error=%s", root, error)
         self.envs: dict[str, ServedEnv] = {}
         for env_id, package in sorted(catalogue.envs.items()):
@@ -126,7 +127,7 @@ class ServedCatalogue:
             "catalogue loaded root=%s envs=%d errors=%d",
             root,
             len(self.envs),
-            len(getattr(catalogue, "errors", ()) or ()),
+            len(catalogue.errors),
         )
 
     def env(self, env_id: str) -> ServedEnv:
@@ -139,9 +140,7 @@ class ServedCatalogue:
         """Raise 404 ``UnknownTool`` or 422 ``InvalidArguments`` (naming the field)."""
         validator = env.validators.get(tool)
         if validator is None:
-            if (
-                tool in env.tool_names
-            ):  # its schema was rejected at load time: let the runtime judge
+            if tool in env.tool_names:  # its schema was rejected at load time: the runtime judges
                 if not isinstance(arguments, dict):
                     raise invalid_arguments("arguments must be a JSON object", field="arguments")
                 _require_strict_json(arguments)
