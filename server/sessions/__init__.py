@@ -34,6 +34,17 @@ What is recorded
     them (unknown tool, arguments that do not match the schema, closed or expired session, busy
     lock) are not recorded: they did nothing.
 
+A tool call's path
+    `server.fastcall.FastCalls` (or the documented route, `server.routes.sessions.call_tool`)
+    -> `server.routes.sessions.answer_call` -> `toolcall.ToolCalls.call`: `access` checks the
+    id, `locking.SessionLocks.locked` takes the lock and reads the record (`server.store`),
+    `access` checks the caller, `server.catalogue` the arguments and `quota` the quotas. Then
+    `ToolCalls._execute` takes the session's sandbox from `sandboxes.SessionSandboxes.sandbox`
+    (held, attached, or rebuilt by `replay` on a sandbox from `claims`), runs
+    `sandbox.sandbox.Sandbox.call`, and on a failure does what `faults` says;
+    `ToolCalls._record` commits the entry (`server.store`), and the route answers
+    `toolcall.CallOutcome`.
+
 Layout
     `service` composes `SessionService` from the operations, one module each: `lifecycle`
     (create, delete), `toolcall` (a tool call: arguments, execution, recording, its outcome),

@@ -34,7 +34,7 @@ class Held:
 
     lock: SessionLock
     record: Record | None
-    seen: int | None = None  # index of the entry of an already seen call_id
+    seen_index: int | None = None  # ``index`` of the entry of an already seen call_id
 
 
 class SessionLocks:
@@ -132,7 +132,7 @@ class SessionLocks:
                     raise redis_failed(exc) from exc
                 self._holding[lock] = time.monotonic()
                 try:
-                    yield Held(lock, record, seen)
+                    yield Held(lock, record, seen_index=seen)
                 finally:
                     self._holding.pop(lock, None)
                     if lock.held():

@@ -116,11 +116,11 @@ class ToolCalls:
             record = checked(session_id, held.record, caller)
             # A call_id names a call of its epoch: one reused after a reset runs anew, never
             # answers the previous episode's result.
-            if held.seen is not None and held.seen >= record.epoch_start:
-                stored = await self.store.entry(session_id, held.seen)
+            if held.seen_index is not None and held.seen_index >= record.epoch_start:
+                stored = await self.store.entry(session_id, held.seen_index)
                 if stored is not None:
                     log.info("duplicate call session=%s call_id=%s index=%d", session_id,
-                             call_id, held.seen)
+                             call_id, held.seen_index)
                     return CallOutcome(stored, duplicate=True)
             require_active(record)
             env = self.catalogue.env(record.env)
