@@ -82,6 +82,7 @@ RUNTIME_FAULTS = {
 
 
 def fault_of(exc: SandboxError) -> Fault:
+    """What ``exc`` means; a runtime's error by its ``error.type`` (`RuntimeFault.kind`)."""
     if isinstance(exc, RuntimeFault):
         return RUNTIME_FAULTS.get(exc.kind) or Fault(exc.kind)
     if isinstance(exc, CallTimeout):
