@@ -4,6 +4,7 @@ back or destroyed."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from sandbox.errors import CallTimeout, CapacityExhausted, RuntimeFault, SandboxError, SandboxGone
@@ -22,16 +23,14 @@ log = logging.getLogger("envscaler.server.sessions")
 PING_TIMEOUT = 2.0  # seconds a sandbox is given to answer a ping
 
 
+@dataclass
 class SandboxClaims:
     """The pool's sandboxes, as sessions take and leave them."""
 
-    def __init__(
-        self, settings: Settings, pool: SandboxPool, locks: SessionLocks, metrics: Metrics
-    ) -> None:
-        self.settings = settings
-        self.pool = pool
-        self.locks = locks
-        self.metrics = metrics
+    settings: Settings
+    pool: SandboxPool
+    locks: SessionLocks
+    metrics: Metrics
 
     async def claim(self, session_id: str) -> Sandbox:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -22,24 +23,16 @@ from server.store import Record, SessionStore
 log = logging.getLogger("envscaler.server.sessions")
 
 
+@dataclass
 class Lifecycle:
     """``POST /v1/sessions`` and ``DELETE /v1/sessions/{id}``."""
 
-    def __init__(
-        self,
-        store: SessionStore,
-        catalogue: ServedCatalogue,
-        locks: SessionLocks,
-        claims: SandboxClaims,
-        sandboxes: SessionSandboxes,
-        metrics: Metrics,
-    ) -> None:
-        self.store = store
-        self.catalogue = catalogue
-        self.locks = locks
-        self.claims = claims
-        self.sandboxes = sandboxes
-        self.metrics = metrics
+    store: SessionStore
+    catalogue: ServedCatalogue
+    locks: SessionLocks
+    claims: SandboxClaims
+    sandboxes: SessionSandboxes
+    metrics: Metrics
 
     async def create(
         self,

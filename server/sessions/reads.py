@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from server.auth import Principal
@@ -13,22 +14,15 @@ from server.settings import Settings
 from server.store import Record, SessionStore
 
 
+@dataclass
 class Reads:
     """``GET /v1/sessions/{id}``, ``/tools``, ``/trajectory`` and ``/state``."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        store: SessionStore,
-        catalogue: ServedCatalogue,
-        locks: SessionLocks,
-        sandboxes: SessionSandboxes,
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.catalogue = catalogue
-        self.locks = locks
-        self.sandboxes = sandboxes
+    settings: Settings
+    store: SessionStore
+    catalogue: ServedCatalogue
+    locks: SessionLocks
+    sandboxes: SessionSandboxes
 
     async def info(self, caller: Principal, session_id: str) -> Record:
         return await read_checked(self.store, session_id, caller)

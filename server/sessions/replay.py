@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from sandbox.errors import CallTimeout, RuntimeFault, SandboxError, SandboxGone
@@ -47,24 +48,16 @@ class ReplayDied(Exception):
         self.cause = cause
 
 
+@dataclass
 class Rebuilds:
     """A fresh sandbox in a record's state: the epoch's start loaded, its calls replayed."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        store: SessionStore,
-        catalogue: ServedCatalogue,
-        locks: SessionLocks,
-        claims: SandboxClaims,
-        metrics: Metrics,
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.catalogue = catalogue
-        self.locks = locks
-        self.claims = claims
-        self.metrics = metrics
+    settings: Settings
+    store: SessionStore
+    catalogue: ServedCatalogue
+    locks: SessionLocks
+    claims: SandboxClaims
+    metrics: Metrics
 
     async def rebuild(self, record: Record, lock: SessionLock, *, persist: bool = True) -> Sandbox:
         """Claim a sandbox, load the current epoch's start, replay its trajectory, record the

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from common.jsoncodec import dump_bytes, dumps
@@ -26,24 +27,16 @@ from server.store import Record, SessionLock, SessionStore
 log = logging.getLogger("envscaler.server.sessions")
 
 
+@dataclass
 class Resets:
     """``POST /v1/sessions/{id}/reset``."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        store: SessionStore,
-        catalogue: ServedCatalogue,
-        locks: SessionLocks,
-        claims: SandboxClaims,
-        sandboxes: SessionSandboxes,
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.catalogue = catalogue
-        self.locks = locks
-        self.claims = claims
-        self.sandboxes = sandboxes
+    settings: Settings
+    store: SessionStore
+    catalogue: ServedCatalogue
+    locks: SessionLocks
+    claims: SandboxClaims
+    sandboxes: SessionSandboxes
 
     async def reset(
         self,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from sandbox.backends.base import InvalidHandle, SandboxBackend, SandboxHandle
@@ -32,29 +33,19 @@ log = logging.getLogger("envscaler.server.sessions")
 T = TypeVar("T")
 
 
+@dataclass
 class SessionSandboxes:
     """A sandbox in its record's state for each session served, kept between requests."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        store: SessionStore,
-        pool: SandboxPool,
-        backend: SandboxBackend,
-        locks: SessionLocks,
-        claims: SandboxClaims,
-        rebuilds: Rebuilds,
-        metrics: Metrics,
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.pool = pool
-        self.backend = backend
-        self.locks = locks
-        self.claims = claims
-        self.rebuilds = rebuilds
-        self.metrics = metrics
-        self.held: dict[str, Sandbox] = {}  # session id -> live sandbox this process holds
+    settings: Settings
+    store: SessionStore
+    pool: SandboxPool
+    backend: SandboxBackend
+    locks: SessionLocks
+    claims: SandboxClaims
+    rebuilds: Rebuilds
+    metrics: Metrics
+    held: dict[str, Sandbox] = field(default_factory=dict)  # session id -> live sandbox here
 
     def close(self) -> None:
         # Sessions stay active in Redis; another gateway (or this one restarted) rebuilds them.

@@ -77,25 +77,19 @@ class CallOutcome:
         return body
 
 
+@dataclass
 class ToolCalls:
     """``POST /v1/sessions/{id}/calls`` and MCP ``tools/call``."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        store: SessionStore,
-        catalogue: ServedCatalogue,
-        locks: SessionLocks,
-        sandboxes: SessionSandboxes,
-        metrics: Metrics,
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.catalogue = catalogue
-        self.locks = locks
-        self.sandboxes = sandboxes
-        self.metrics = metrics
-        self.json_limits = settings.json_limits()
+    settings: Settings
+    store: SessionStore
+    catalogue: ServedCatalogue
+    locks: SessionLocks
+    sandboxes: SessionSandboxes
+    metrics: Metrics
+
+    def __post_init__(self) -> None:
+        self.json_limits = self.settings.json_limits()
 
     async def call(
         self,

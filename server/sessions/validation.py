@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from envformat.models import Scenario
@@ -25,27 +26,20 @@ from server.store import Record, SessionStore
 log = logging.getLogger("envscaler.server.sessions")
 
 
+@dataclass
 class Validation:
     """``POST /v1/sessions/{id}/validate``: changes nothing, on any session that has a record."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        store: SessionStore,
-        catalogue: ServedCatalogue,
-        locks: SessionLocks,
-        sandboxes: SessionSandboxes,
-        checkers: CheckerPool,
-        metrics: Metrics,
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.catalogue = catalogue
-        self.locks = locks
-        self.sandboxes = sandboxes
-        self.checkers = checkers
-        self.metrics = metrics
-        self.check_budget = settings.check_budget()
+    settings: Settings
+    store: SessionStore
+    catalogue: ServedCatalogue
+    locks: SessionLocks
+    sandboxes: SessionSandboxes
+    checkers: CheckerPool
+    metrics: Metrics
+
+    def __post_init__(self) -> None:
+        self.check_budget = self.settings.check_budget()
 
     async def validate(self, caller: Principal, session_id: str) -> dict[str, Any]:
         check_session_id(session_id)
