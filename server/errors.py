@@ -22,6 +22,8 @@ Forbidden              403     the token may not do this (agent tokens: own sess
 SessionClosed          409     the session was deleted
 NoChecklist            409     the session's scenario has no check functions to validate
 StateTooLarge          409     the session's state exceeds ``ENVSCALER_MAX_STATE_BYTES``
+StateNotData           409     the session's state holds a cycle or keys that collide as text,
+                               so it has no faithful JSON form (the message names the place)
 RequestTooLarge        413     the request body exceeds ``ENVSCALER_MAX_REQUEST_BYTES``
 ArgumentsTooLarge      413     a tool call's arguments exceed ``ENVSCALER_MAX_ARGUMENT_BYTES``
 QuotaExceeded          413     the session used up a quota (``ENVSCALER_MAX_SESSION_CALLS``,
@@ -61,6 +63,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sandbox.errors import RuntimeFault
 
 log = logging.getLogger("envscaler.server.errors")
 
@@ -205,6 +209,14 @@ async def _redis_error(request: Request, exc: Exception) -> JSONResponse:
     return redis_failed(exc).response()
 
 
+async def _runtime_fault(request: Request, exc: Exception) -> JSONResponse:
+    """The runtime's faults that are the environment's doing reach the caller; the rest are ours."""
+    assert isinstance(exc, RuntimeFault)
+    if exc.kind == "StateNotData":
+        return ApiError(409, "StateNotData", f"the state is not data: {exc.message}").response()
+    return await _unhandled(request, exc)
+
+
 async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
     log.error(
         "unhandled error method=%s path=%s error=%r",
@@ -223,4 +235,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RedisError, _redis_error)
+    app.add_exception_handler(RuntimeFault, _runtime_fault)
     app.add_exception_handler(Exception, _unhandled)

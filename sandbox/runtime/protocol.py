@@ -44,6 +44,9 @@ Error types (``error.type``), all stable:
 - ``ToolNotFound``: ``call`` of a name that is not an advertised tool
 - ``ArgumentError``: the arguments do not bind to the tool's signature (the tool did not run)
 - ``ToolException``: the tool raised; the message is ``"<ExcType>: <message>"``
+- ``StateNotData``: ``state`` or ``snapshot`` of a state that holds a cycle or a mapping whose
+  keys collide as text (the message names the place); at load this is a ``LoadError``; a tool's
+  result with either is a ``ToolException``
 - ``ResultTooLarge``: the encoded result exceeds ``max_result_bytes`` (or a reply the frame limit)
 - ``Starved``: the checks could not be judged for lack of CPU (retry later)
 - ``NoSecret``: ``hello`` to a server started without a secret
