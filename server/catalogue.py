@@ -21,6 +21,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from envformat.loader import load_catalogue
+from sandbox.runtime.determinism import DEFAULT_START
 from server import strictjson
 from server.errors import invalid_arguments, not_found
 
@@ -71,6 +72,12 @@ class ServedEnv:
     @property
     def scenarios(self) -> tuple[Any, ...]:
         return self.package.scenarios
+
+    def clock_start(self, scenario_id: str | None) -> str:
+        """Where a session's virtual clock starts: the scenario's, else the environment's, else
+        the runtime's default (explicit, so that a reset into another scenario moves it)."""
+        scenario = None if scenario_id is None else self.scenario(scenario_id)
+        return (scenario and scenario.clock_start) or self.manifest.clock_start or DEFAULT_START
 
     def scenario(self, scenario_id: str) -> Any:
         scenario = self.scenarios_by_id.get(scenario_id)

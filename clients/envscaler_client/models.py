@@ -67,6 +67,7 @@ class EnvDetail(_Model):
     operations: Any = None
     tools: list[dict[str, Any]]
     provenance: Any = None
+    clock_start: str | None = None
     scenarios: int
 
 

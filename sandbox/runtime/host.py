@@ -87,15 +87,16 @@ class EnvHost:
         self._env = self._build(recipe)
         return {"tools": list(self._env.tools)}
 
-    def reset(self, init_config: dict[str, Any] | None = None,
-              seed: int | None = None) -> dict[str, Any]:
+    def reset(self, init_config: dict[str, Any] | None = None, seed: int | None = None,
+              clock_start: str | None = None) -> dict[str, Any]:
         """The environment built anew (module and instance); ``None`` keeps the previous value.
         When it cannot be built the host is left unloaded rather than half reset."""
         recipe = self._require().recipe
         recipe = dataclasses.replace(
             recipe,
             init_config=recipe.init_config if init_config is None else init_config,
-            seed=recipe.seed if seed is None else seed)
+            seed=recipe.seed if seed is None else seed,
+            start_ns=recipe.start_ns if clock_start is None else _parse_clock_start(clock_start))
         self._env = None
         self._env = self._build(recipe)
         return {"tools": list(self._env.tools)}

@@ -16,7 +16,8 @@ Operations (fields beyond ``op``):
 - ``load``  ``source, class_name, tools, init_config, seed``
             [, ``max_result_bytes``, ``clock_start`` (ISO 8601; default 2025-01-01T09:00:00Z)]
                                               -> ``{"tools": [...]}``
-- ``reset`` [``init_config``, ``seed``]       -> ``{"tools": [...]}``
+- ``reset`` [``init_config``, ``seed``, ``clock_start``] -> ``{"tools": [...]}`` (null or absent:
+                                                the value of the load or last reset)
 - ``call``  ``name, arguments`` [, ``executed``] -> the tool's JSON-safe result
 - ``state`` [``executed``]                    -> the public attributes of the instance
 - ``snapshot`` [``executed``]                 -> ``{"initial", "final"}``: JSON texts of the state

@@ -60,6 +60,7 @@ async def get_env(env: str, request: Request, _: Principal = Depends(admin)) -> 
         operations=manifest.get("operations"),
         tools=served.tools,
         provenance=manifest.get("provenance"),
+        clock_start=manifest.get("clock_start"),
         scenarios=len(served.scenarios),
     )
 
@@ -103,6 +104,6 @@ async def get_scenario(
     found = served.scenario(scenario)
     return ScenarioDetail.model_validate({
         "env": served.id, "id": found.id, "split": found.split, "task": found.task,
-        "verified": found.verified,
+        "verified": found.verified, "clock_start": served.clock_start(found.id),
         "checklist": [{"item": c.item, "check_func": c.check_func} for c in found.checklist],
     })

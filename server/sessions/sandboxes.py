@@ -122,6 +122,7 @@ class SessionSandboxes:
         *,
         custom: bool,
         held: tuple[SessionLock, Record] | None = None,
+        clock_start: str | None = None,
     ) -> Sandbox:
         """Claim a sandbox and load ``env`` into it. A sandbox that dies under the load (the
         engine, the kernel's OOM killer or gVisor's Sentry ended it after its claim) is replaced
@@ -133,7 +134,7 @@ class SessionSandboxes:
             try:
                 if held is not None:
                     await self.locks.renew(*held)
-                await self._load(sandbox, env, init_config, seed, custom)
+                await self._load(sandbox, env, init_config, seed, custom, clock_start)
                 return sandbox
             except SandboxGone as exc:
                 await self.destroy_quietly(sandbox)
@@ -150,7 +151,8 @@ class SessionSandboxes:
         raise AssertionError("unreachable")
 
     async def _load(
-        self, sandbox: Sandbox, env: ServedEnv, init_config: dict[str, Any], seed: int, custom: bool
+        self, sandbox: Sandbox, env: ServedEnv, init_config: dict[str, Any], seed: int,
+        custom: bool, clock_start: str | None,
     ) -> None:
         """Load ``env`` into a fresh sandbox; on failure raise ApiError (``SandboxGone``: it
         died meanwhile)."""
@@ -164,6 +166,7 @@ class SessionSandboxes:
                 max_result_bytes=self.settings.max_result_bytes,
                 max_state_bytes=self.settings.max_state_bytes,
                 timeout=self.settings.load_timeout,
+                clock_start=clock_start,
             )
         except RuntimeFault as exc:
             if exc.kind == "LoadError" and custom:
@@ -351,7 +354,8 @@ class SessionSandboxes:
         """A sandbox loaded with the start of the record's epoch, the lock renewed."""
         env = self.catalogue.env(record.env)
         sandbox = await self.claim_loaded(record.id, env, record.init_config, record.seed,
-                                          custom=record.scenario is None, held=(lock, record))
+                                          custom=record.scenario is None, held=(lock, record),
+                                          clock_start=env.clock_start(record.scenario))
         try:
             await self.locks.renew(lock, record)
         except BaseException:

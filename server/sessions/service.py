@@ -163,7 +163,8 @@ class SessionService:
         agent_token = f"{session_id}.{secrets.token_urlsafe(24)}"
         started = time.perf_counter()
         sandbox = await self.sandboxes.claim_loaded(session_id, env, init_config, seed,
-                                                    custom=scenario_id is None)
+                                                    custom=scenario_id is None,
+                                                    clock_start=env.clock_start(scenario_id))
         now = time.time()
         record = Record(
             id=session_id,
@@ -564,7 +565,8 @@ class SessionService:
             if sandbox is not None:
                 try:
                     await sandbox.reset(
-                        init_config=init_config, seed=new_seed, timeout=self.settings.load_timeout
+                        init_config=init_config, seed=new_seed, timeout=self.settings.load_timeout,
+                        clock_start=env.clock_start(scenario_id),
                     )
                     reused = True
                 except RuntimeFault as exc:
@@ -587,7 +589,8 @@ class SessionService:
                     self.sandboxes.held.pop(record.id, None)
             if not reused:
                 sandbox = await self.sandboxes.claim_loaded(
-                    session_id, env, init_config, new_seed, custom=custom, held=(lock, record)
+                    session_id, env, init_config, new_seed, custom=custom, held=(lock, record),
+                    clock_start=env.clock_start(scenario_id),
                 )
                 self.sandboxes.adopt(session_id, sandbox)
             assert sandbox is not None

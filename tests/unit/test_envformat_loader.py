@@ -398,3 +398,17 @@ def test_missing_catalogue_root(tmp_path: Path) -> None:
 def test_content_hash_format() -> None:
     assert content_hash(b"") == (
         "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+
+
+def test_clock_start_is_an_optional_iso_date_time_written_only_when_set() -> None:
+    from pydantic import ValidationError
+
+    from envformat.models import Scenario
+
+    base = {"id": "s-1", "split": "rl", "task": "t", "init_config": {},
+            "checklist": [{"item": "i", "check_func": "def check_func(s):\n    return True\n"}]}
+    assert "clock_start" not in Scenario(**base).model_dump(mode="json")
+    dated = Scenario(**base, clock_start="2024-02-29T12:00:00+01:00")
+    assert dated.model_dump(mode="json")["clock_start"] == "2024-02-29T12:00:00+01:00"
+    with pytest.raises(ValidationError, match="clock_start"):
+        Scenario(**base, clock_start="next tuesday")
