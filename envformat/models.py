@@ -18,6 +18,7 @@ from pydantic import (
     ValidationInfo,
     field_validator,
     model_serializer,
+    model_validator,
 )
 
 ENV_ID_PATTERN = r"^[a-z0-9][a-z0-9_\-]{0,63}$"
@@ -39,10 +40,12 @@ class _Optional(_Strict):
     @model_serializer(mode="wrap")
     def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        for name in self._OPTIONAL:
-            if data.get(name) is None:
-                data.pop(name, None)
+        for name in self._omitted(data):
+            data.pop(name, None)
         return data
+
+    def _omitted(self, data: dict[str, Any]) -> list[str]:
+        return [name for name in self._OPTIONAL if data.get(name) is None]
 
 
 def _instant(value: str | None) -> str | None:
@@ -120,15 +123,27 @@ class ToolCall(_Strict):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class UserTurn(_Strict):
+    """One message of a scripted user and the reference calls that answer it."""
+
+    user: str
+    solution: list[ToolCall] | None = None
+
+
 class Scenario(_Optional):
     """One line of ``scenarios.jsonl``: an initial state, a task, its checks and a solution.
 
     ``verified`` says the reference solution was replayed and made every check pass; only a
     scenario without a solution (e.g. imported from the EnvScaler release) may be unverified.
     ``clock_start`` (ISO 8601 date-time) overrides the environment's.
+
+    ``turns``: a user who speaks several times (as in BFCL multi-turn): the user's messages in
+    order, the first being ``task``, each with the reference calls that answer it. The file then
+    has no ``solution`` of its own: it is the turns' calls in order, derived here, so whatever
+    replays a solution replays a multi-turn one too (and it is not written back).
     """
 
-    _OPTIONAL = ("clock_start",)
+    _OPTIONAL = ("clock_start", "turns")
 
     id: str = Field(pattern=SCENARIO_ID_PATTERN)
     split: Literal["train", "rl", "eval"]
@@ -138,6 +153,7 @@ class Scenario(_Optional):
     solution: list[ToolCall] | None = None
     verified: bool = True
     clock_start: str | None = None
+    turns: list[UserTurn] | None = Field(None, min_length=1)
 
     _clock_start = field_validator("clock_start")(_instant)
 
@@ -154,3 +170,25 @@ class Scenario(_Optional):
         if not verified and info.data.get("solution") is not None:
             raise ValueError("may be false only when there is no solution")
         return verified
+
+    @model_validator(mode="after")
+    def _solution_of_the_turns(self) -> Scenario:
+        if self.turns is None:
+            return self
+        if self.solution is not None:
+            raise ValueError("a scenario with turns has its solutions in its turns, not in "
+                             "solution")
+        if self.turns[0].user != self.task:
+            raise ValueError("the first turn's user message must be the task")
+        solved = [turn.solution is not None for turn in self.turns]
+        if any(solved) and not all(solved):
+            raise ValueError("either every turn has a solution or none has")
+        if all(solved):
+            if not self.verified:
+                raise ValueError("verified may be false only when there is no solution")
+            self.solution = [call for turn in self.turns for call in turn.solution or ()]
+        return self
+
+    def _omitted(self, data: dict[str, Any]) -> list[str]:
+        derived = ["solution"] if self.turns is not None else []
+        return super()._omitted(data) + derived

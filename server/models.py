@@ -147,6 +147,9 @@ class ScenarioSummary(BaseModel):
     id: str
     split: str
     task: str
+    turns: list[str] | None = Field(
+        None, description="A scripted user's messages in order, the first being the task "
+        "(multi-turn scenarios only): each is sent once the agent has answered the one before")
 
 
 class ScenarioList(BaseModel):

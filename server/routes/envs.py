@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
@@ -81,7 +81,7 @@ async def list_scenarios(
     return ScenarioList(
         env=served.id,
         scenarios=[
-            ScenarioSummary(id=s.id, split=s.split, task=s.task)
+            ScenarioSummary(id=s.id, split=s.split, task=s.task, turns=user_turns(s))
             for s in served.scenarios
             if split is None or s.split == split
         ],
@@ -104,6 +104,12 @@ async def get_scenario(
     found = served.scenario(scenario)
     return ScenarioDetail.model_validate({
         "env": served.id, "id": found.id, "split": found.split, "task": found.task,
-        "verified": found.verified, "clock_start": served.clock_start(found.id),
+        "turns": user_turns(found), "verified": found.verified,
+        "clock_start": served.clock_start(found.id),
         "checklist": [{"item": c.item, "check_func": c.check_func} for c in found.checklist],
     })
+
+
+def user_turns(scenario: Any) -> list[str] | None:
+    """The user's messages of a multi-turn scenario, never their reference calls."""
+    return None if scenario.turns is None else [turn.user for turn in scenario.turns]

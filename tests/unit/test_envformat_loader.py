@@ -412,3 +412,25 @@ def test_clock_start_is_an_optional_iso_date_time_written_only_when_set() -> Non
     assert dated.model_dump(mode="json")["clock_start"] == "2024-02-29T12:00:00+01:00"
     with pytest.raises(ValidationError, match="clock_start"):
         Scenario(**base, clock_start="next tuesday")
+
+
+def test_turns_carry_the_solution_per_user_message_and_must_start_with_the_task() -> None:
+    from pydantic import ValidationError
+
+    from envformat.models import Scenario
+
+    base = {"id": "s-1", "split": "rl", "task": "first", "init_config": {},
+            "checklist": [{"item": "i", "check_func": "def check_func(s):\n    return True\n"}]}
+    turns = [{"user": "first", "solution": [{"name": "a"}]},
+             {"user": "second", "solution": [{"name": "b", "arguments": {"x": 1}}]}]
+    scenario = Scenario(**base, turns=turns)
+    assert [(call.name, call.arguments) for call in scenario.solution] == [("a", {}),
+                                                                          ("b", {"x": 1})]
+    written = scenario.model_dump(mode="json")
+    assert "solution" not in written and written["turns"][1]["user"] == "second"
+    assert Scenario.model_validate(written) == scenario
+    for wrong, reason in [({"turns": [{"user": "other"}]}, "must be the task"),
+                          ({"turns": [turns[0], {"user": "second"}]}, "every turn has a solution or none"),
+                          ({"turns": turns, "solution": []}, "in its turns")]:
+        with pytest.raises(ValidationError, match=reason):
+            Scenario(**base, **wrong)
