@@ -8,6 +8,12 @@ not state), as BFCL does; the state is one public attribute per class, named aft
 instance (served as the tree of its public attributes). Each function of the classes' function
 docs becomes a method of the same name with BFCL's description and parameters (typed from the
 docs, defaults from the class's own signature) that calls the instance's method.
+
+BFCL compares states attribute by attribute with ``==``, so a nested object counts as what its
+class's ``__eq__`` compares (a ``Directory`` as its name and contents, not its link back to its
+parent nor a file's modification time). Such a class gets a ``__getstate__`` returning just the
+attributes its ``__eq__`` reads, which is how the sandbox serves it: checks then compare what
+BFCL compares, and a parent link is no cycle.
 """
 
 from __future__ import annotations
@@ -49,7 +55,10 @@ def build(checkout: Checkout, class_names: list[str]) -> EnvCode:
             text, names = _method(cls.name, method, doc)
             methods.append(text)
             tools[doc["name"]] = names
-    source = "\n\n".join([*modules, _wrapper(classes, methods)]) + "\n"
+    nested = [found for found in checkout.classes.values()
+              if found.module in modules and found.name not in class_names]
+    parts = [*modules.values(), *_compared_states(nested), _wrapper(classes, methods)]
+    source = "\n\n".join(part for part in parts if part) + "\n"
     return EnvCode(source=source, tools=tools, warnings=tuple(warnings))
 
 
@@ -60,13 +69,12 @@ def _class(checkout: Checkout, name: str) -> ClassSource:
     return found
 
 
-def _modules(checkout: Checkout, wanted: list[str]) -> list[str]:
+def _modules(checkout: Checkout, wanted: list[str]) -> dict[str, str]:
     """Module sources in dependency order, each once, relative imports replaced by the module."""
-    done: list[str] = []
-    texts: list[str] = []
+    texts: dict[str, str] = {}
 
     def add(module: str, chain: tuple[str, ...]) -> None:
-        if module in done:
+        if module in texts:
             return
         if module in chain or module not in checkout.sources:
             raise EnvCodeError(f"module {module} is missing or imports itself ({chain})")
@@ -77,12 +85,29 @@ def _modules(checkout: Checkout, wanted: list[str]) -> list[str]:
                 add((node.module or "").split(".")[0], (*chain, module))
                 for number in range(node.lineno - 1, node.end_lineno or node.lineno):
                     lines[number] = ""
-        done.append(module)
-        texts.append(f"# --- BFCL module {module} ---\n" + "\n".join(lines).strip())
+        texts[module] = f"# --- BFCL module {module} ---\n" + "\n".join(lines).strip()
 
     for module in wanted:
         add(module, ())
     return texts
+
+
+def _compared_states(classes: list[ClassSource]) -> list[str]:
+    adapters = []
+    for cls in classes:
+        equality = cls.method("__eq__")
+        names = list(dict.fromkeys(
+            node.attr for node in ast.walk(equality) if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name) and node.value.id == "self")) if equality else []
+        if names:
+            adapters.append(f"{cls.name}.__getstate__ = _bfcl_compared{tuple(names)!r}")
+    if not adapters:
+        return []
+    helper = ("def _bfcl_compared(*names):\n"
+              '    """The state of a BFCL object: the attributes its __eq__ compares."""\n'
+              "    return lambda self: {name: getattr(self, name) for name in names\n"
+              "                         if hasattr(self, name)}")
+    return [helper, "\n".join(adapters)]
 
 
 def _method(owner: str, method: ast.FunctionDef, doc: dict) -> tuple[str, list[str]]:

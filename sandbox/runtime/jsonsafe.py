@@ -16,7 +16,9 @@ as data they can walk, not as text:
 - ``Enum`` -> its converted ``value``; dataclass instance -> dict of its fields
 - an instance of a class defined outside the standard library (environment code, a package it
   imports) that has a ``__dict__`` or ``__slots__`` -> dict of its public attributes (names not
-  starting with ``_``): slots in class order, then the instance ``__dict__`` in insertion order
+  starting with ``_``): slots in class order, then the instance ``__dict__`` in insertion order;
+  when the class defines ``__getstate__`` (the pickle protocol's "this is my state"), what it
+  returns, converted (so a class can leave out a link back to its parent or a cache)
 - ``bytes``, ``bytearray`` -> UTF-8 text with U+FFFD for invalid bytes
 - ``str`` -> itself, with lone surrogates (unencodable in UTF-8) replaced by U+FFFD
 - an ``int`` too long for ``str()`` (``sys.get_int_max_str_digits``) -> ``"<int of N bits>"``
@@ -56,6 +58,7 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _STANDARD = frozenset(sys.stdlib_module_names) | {"builtins"}
 _LEAVES = (int, float, str, date, time, UUID, Decimal, bytes, bytearray)
+_DEFAULT_GETSTATE = getattr(object, "__getstate__", None)
 _Handler = Callable[[Any, int, set[int]], Any]
 
 
@@ -112,6 +115,8 @@ def _classify(kind: type) -> _Handler:
     if issubclass(kind, _LEAVES):
         return _leaf
     if _is_plain_object(kind):
+        if getattr(kind, "__getstate__", _DEFAULT_GETSTATE) is not _DEFAULT_GETSTATE:
+            return _nested(_declared_state)
         return _nested(_object(kind))
     return lambda value, depth, active: _repr(value)
 
@@ -209,6 +214,15 @@ def _object(kind: type) -> Callable[[Any, int, set[int]], Any]:
         return _fields(pairs, depth, active)
 
     return walk
+
+
+def _declared_state(value: Any, depth: int, active: set[int]) -> Any:
+    try:
+        state = value.__getstate__()
+    except Exception as exc:  # noqa: BLE001 - environment code raises anything
+        raise NotData(f"{type(value).__name__}.__getstate__ raised {type(exc).__name__}: "
+                      f"{exc}") from None
+    return _convert(state, depth, active)
 
 
 def _fields(pairs: list[tuple[str, Any]], depth: int, active: set[int]) -> dict[str, Any]:

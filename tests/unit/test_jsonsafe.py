@@ -246,3 +246,32 @@ def test_object_trees_are_deterministic() -> None:
         return root
 
     assert dumps(to_json_safe(build())) == dumps(to_json_safe(build()))
+
+
+class Node:
+    """A tree node that links back to its parent and says its state leaves the link out."""
+
+    def __init__(self, name: str, parent: Node | None = None) -> None:
+        self.name = name
+        self.parent = parent
+        self.children: list[Node] = []
+        if parent is not None:
+            parent.children.append(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"name": self.name, "children": self.children}
+
+
+class BrokenState:
+    def __getstate__(self) -> dict[str, Any]:
+        raise KeyError("gone")
+
+
+def test_a_class_that_declares_its_state_is_served_as_that_state() -> None:
+    root = Node("/")
+    Node("docs", root)
+    assert to_json_safe({"root": root}) == {
+        "root": {"name": "/", "children": [{"name": "docs", "children": []}]}}
+    with pytest.raises(NotData, match=r"BrokenState.__getstate__ raised KeyError: 'gone' "
+                                      r"\(at value.x\)"):
+        to_json_safe({"x": BrokenState()})
