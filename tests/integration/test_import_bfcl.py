@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from envscaler_cli.main import app
+from cli.main import app
 from envscaler_client import EnvClient
 from typer.testing import CliRunner
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from envscaler_cli.main import app
+from cli.main import app
 from envscaler_client import EnvClient
 from typer.testing import CliRunner
 
