@@ -68,6 +68,7 @@ async def get_env(env: str, request: Request, _: Principal = Depends(admin)) -> 
 @router.get(
     "/{env}/scenarios",
     response_model=ScenarioList,
+    response_model_exclude_none=True,  # turns: only multi-turn scenarios have them
     summary="Scenario ids, splits and tasks (never the checks or solutions)",
     responses=error_responses(401, 403, 404, 422),
 )
@@ -91,6 +92,7 @@ async def list_scenarios(
 @router.get(
     "/{env}/scenarios/{scenario}",
     response_model=ScenarioDetail,
+    response_model_exclude_none=True,  # turns: only multi-turn scenarios have them
     summary="A scenario's task and checklist (never its solution)",
     description="For people who look at an environment before they train on it (the web page): "
     "the checklist items with their check sources. API keys only, like the whole catalogue; the "
