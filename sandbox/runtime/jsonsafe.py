@@ -143,6 +143,10 @@ def _nested(walk: Callable[[Any, int, set[int]], Any]) -> _Handler:
         active.add(identity)
         try:
             return walk(value, depth + 1, active)
+        except NotData:
+            raise
+        except Exception:  # noqa: BLE001 - environment code raised (a mapping's items(), ...)
+            return _repr(value)
         finally:
             active.discard(identity)
 
@@ -150,10 +154,7 @@ def _nested(walk: Callable[[Any, int, set[int]], Any]) -> _Handler:
 
 
 def _mapping(value: Mapping[Any, Any], depth: int, active: set[int]) -> dict[str, Any]:
-    try:
-        items = list(value.items())
-    except Exception:  # noqa: BLE001 - a user-defined mapping whose items() raises
-        return _repr(value)
+    items = list(value.items())
     converted: dict[str, Any] = {}
     for key, item in items:
         text = key if type(key) is str and key.isascii() else _key(key, depth, active)

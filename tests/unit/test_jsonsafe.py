@@ -275,3 +275,17 @@ def test_a_class_that_declares_its_state_is_served_as_that_state() -> None:
     with pytest.raises(NotData, match=r"BrokenState.__getstate__ raised KeyError: 'gone' "
                                       r"\(at value.x\)"):
         to_json_safe({"x": BrokenState()})
+
+
+class BrokenMapping(dict):
+    def items(self):  # type: ignore[override]
+        raise RuntimeError("no items")
+
+
+class OddDict:
+    __dict__ = property(lambda self: 42)  # type: ignore[assignment]
+
+
+def test_containers_and_objects_whose_code_raises_are_reprs() -> None:
+    assert to_json_safe({"m": BrokenMapping(a=1)}) == {"m": "{'a': 1}"}
+    assert to_json_safe(OddDict()).startswith("<tests.unit.test_jsonsafe.OddDict object")
