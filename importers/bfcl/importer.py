@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -29,7 +30,7 @@ from envformat.toolschema import derive_tools
 from importers.bfcl.calls import CallError, parse_call
 from importers.bfcl.checkout import Checkout, locate
 from importers.bfcl.envcode import CLASS_NAME, CONFIG_KEY, EnvCode, EnvCodeError, build
-from sandbox.errors import RuntimeFault
+from sandbox.errors import RuntimeFault, SandboxError
 from sandbox.sandbox import Sandbox
 from synth.sandboxes import SandboxHub
 
@@ -124,15 +125,13 @@ async def _import_group(checkout: Checkout, group: _Group, out: Path, hub: Sandb
     validators = {tool["function"]["name"]: Draft202012Validator(tool["function"]["parameters"])
                   for tool in tools}
     scenarios: list[Scenario] = []
-    async with hub.sandbox(f"bfcl-{group.env_id}") as box:
-        loaded = False
+    async with _Replayer(hub, code, group.env_id) as replayer:
         for question in group.questions:
             try:
                 turns = _turns(question, code, validators)
                 init_config = {CONFIG_KEY: {name: (question.get("initial_config") or {})
                                             .get(name, {}) for name in group.classes}}
-                final = await _replay(box, code, init_config, turns, hub, reset=loaded)
-                loaded = True
+                final = await replayer.final_state(init_config, turns)
                 scenarios.append(_scenario(question, group, init_config, turns, final))
             except QuestionError as exc:
                 report.errors.append(Problem(question.get("id", "?"), str(exc)))
@@ -167,28 +166,57 @@ def _turns(question: dict[str, Any], code: EnvCode,
     return turns
 
 
-async def _replay(box: Sandbox, code: EnvCode, init_config: dict[str, Any],
-                  turns: list[UserTurn], hub: SandboxHub, *, reset: bool) -> dict[str, Any]:
-    """The state the ground truth leaves; a tool's failure is a result, as in BFCL."""
-    limits = hub.limits
-    try:
-        if reset:
-            await box.reset(init_config=init_config, seed=SEED, timeout=limits.load_timeout)
+class _Replayer:
+    """Replays ground truths in one sandbox of ``hub``, reset between questions, replaced when a
+    question's replay ends it (a call past its deadline, a crash)."""
+
+    def __init__(self, hub: SandboxHub, code: EnvCode, purpose: str) -> None:
+        self.hub, self.code, self.purpose = hub, code, purpose
+        self.stack = AsyncExitStack()
+        self.box: Sandbox | None = None
+        self.loaded = False
+
+    async def __aenter__(self) -> _Replayer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stack.aclose()
+
+    async def final_state(self, init_config: dict[str, Any],
+                          turns: list[UserTurn]) -> dict[str, Any]:
+        """The state the ground truth leaves; a tool's failure is a result, as in BFCL."""
+        try:
+            return await self._replay(init_config, turns)
+        except RuntimeFault as exc:
+            self.loaded = False
+            raise QuestionError(f"the ground truth does not replay: {exc.kind}: "
+                                f"{exc.message}") from None
+        except SandboxError as exc:
+            await self.stack.aclose()
+            self.stack, self.box, self.loaded = AsyncExitStack(), None, False
+            raise QuestionError(f"the ground truth ended its sandbox: {exc}") from None
+
+    async def _replay(self, init_config: dict[str, Any],
+                      turns: list[UserTurn]) -> dict[str, Any]:
+        limits = self.hub.limits
+        if self.box is None:
+            self.box = await self.stack.enter_async_context(self.hub.sandbox(self.purpose))
+        if self.loaded:
+            await self.box.reset(init_config=init_config, seed=SEED, timeout=limits.load_timeout)
         else:
-            await box.load(source=code.source, class_name=CLASS_NAME, tools=list(code.tools),
-                           init_config=init_config, seed=SEED,
-                           max_result_bytes=limits.max_result_bytes, timeout=limits.load_timeout)
+            await self.box.load(source=self.code.source, class_name=CLASS_NAME,
+                                tools=list(self.code.tools), init_config=init_config, seed=SEED,
+                                max_result_bytes=limits.max_result_bytes,
+                                timeout=limits.load_timeout)
+            self.loaded = True
         for call in (call for turn in turns for call in turn.solution or ()):
             try:
-                await box.call(call.name, call.arguments, timeout=limits.call_timeout)
+                await self.box.call(call.name, call.arguments, timeout=limits.call_timeout)
             except RuntimeFault as exc:
                 if exc.kind not in ("ToolException", "ResultTooLarge"):
                     raise
-        state: dict[str, Any] = await box.state(timeout=limits.call_timeout)
-    except RuntimeFault as exc:
-        raise QuestionError(f"the ground truth does not replay: {exc.kind}: "
-                            f"{exc.message}") from None
-    return state
+        state: dict[str, Any] = await self.box.state(timeout=limits.call_timeout)
+        return state
 
 
 def _scenario(question: dict[str, Any], group: _Group, init_config: dict[str, Any],
