@@ -109,6 +109,53 @@ def envscaler_release(
     raise typer.Exit(0 if report.imported else 1)
 
 
+@app.command("bfcl")
+def bfcl(
+    from_dir: Annotated[Path, typer.Option(
+        "--from", help="A gorilla checkout (or its berkeley-function-call-leaderboard folder): "
+        "its multi-turn data files, function docs and func_source_code classes are read.")],
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Catalogue folder to write OUT/<env_id>/ into (created when missing).")],
+    category: Annotated[list[str] | None, typer.Option(
+        "--category", show_default=False, help="Multi-turn category to import: base (default) "
+        "or miss_param; repeat for several.")] = None,
+    json_output: JsonOutput = False,
+) -> None:
+    """Convert BFCL's multi-turn questions into OUT/<env_id>/: one environment per set of
+    classes questions involve (bfcl-<classes>), one scenario per question with its user turns,
+    its ground truth as each turn's reference calls and checks of the state the ground truth
+    leaves (replayed in a sandbox: BFCL's code never runs in this process). Exit 1 when no
+    environment could be imported.
+    """
+    import asyncio
+
+    from importers.bfcl import CheckoutError, import_bfcl
+    from synth.sandboxes import SandboxHub
+
+    async def run():  # type: ignore[no-untyped-def]
+        async with SandboxHub.from_environment(limit=1) as hub:
+            return await import_bfcl(from_dir, out_dir, hub,
+                                     categories=tuple(category or ("base",)))
+
+    try:
+        report = asyncio.run(run())
+    except (CheckoutError, ValueError) as exc:
+        _fail(str(exc))
+    if json_output:
+        print_json(report.to_dict())
+    else:
+        for env in report.imported:
+            out.print(f"{env.env_id}: {env.scenarios} scenarios, {env.tools} tools "
+                      f"({', '.join(env.classes)})")
+        for problem in report.errors:
+            err.print(Text.assemble(("not imported ", "yellow"), f"{problem.record}: ",
+                                    problem.reason))
+        counts = report.counts()
+        out.print(f"{counts['scenarios_imported']} of {counts['questions']} questions imported "
+                  f"into {counts['envs_imported']} environments in {report.out}")
+    raise typer.Exit(0 if report.imported else 1)
+
+
 def _fail(message: str) -> NoReturn:
     err.print(Text.assemble(("error: ", "red"), message))
     raise typer.Exit(1)

@@ -33,7 +33,7 @@ from envscaler_client.rollout import (
     Policy,
     ReferencePolicy,
     SimulatedUser,
-    load_solutions,
+    load_references,
     run_rollouts,
 )
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -150,11 +150,11 @@ def rollout(
         if variable != "OPENAI_API_KEY" and not os.environ.get(variable):
             err.print(f"warning: ${variable} is not set: the model endpoint gets no API key",
                       style="yellow")
-    solutions: dict[str, dict[str, list[dict[str, Any]] | None]] = {}
+    solutions: dict[str, dict[str, list[list[dict[str, Any]]] | None]] = {}
     if policy is PolicyKind.reference:
         for name in env:
             try:
-                solutions[name] = load_solutions(catalogue, name)
+                solutions[name] = load_references(catalogue, name)
             except CatalogueError as exc:
                 fail(str(exc), "pass --catalogue PATH (or set ENVSCALER_CATALOGUE) to the folder "
                      "of environments the gateway serves")
@@ -219,7 +219,7 @@ async def _probe(policy: ChatCompletionsPolicy, what: str, key_env: str) -> None
 
 
 async def _run(plan: _Plan, out_path: Path, url: str, api_key: str | None, kind: PolicyKind,
-               solutions: dict[str, dict[str, list[dict[str, Any]] | None]],
+               solutions: dict[str, dict[str, list[list[dict[str, Any]]] | None]],
                base_url: str | None, model: str | None, model_key: str | None,
                temperature: float | None, max_tokens: int | None, send_seed: bool,
                timeout: float, attempts: int, user_base_url: str | None,
@@ -241,9 +241,10 @@ async def _run(plan: _Plan, out_path: Path, url: str, api_key: str | None, kind:
                           "(unverified, or another catalogue than the gateway's): skipped",
                           style="yellow")
             specs = kept
-            if max_steps is None:  # long solutions still fit, with the final answer
-                longest = max((len(solutions[s.env][s.scenario] or ()) for s in specs), default=0)
-                max_steps = max(DEFAULT_MAX_STEPS[plan.mode], longest + 1)
+            if max_steps is None:  # long solutions still fit, with each turn's final answer
+                longest = max((sum(len(turn) + 1 for turn in solutions[s.env][s.scenario] or ())
+                               for s in specs), default=0)
+                max_steps = max(DEFAULT_MAX_STEPS[plan.mode], longest)
         try:
             if kind is PolicyKind.model:
                 assert base_url and model
@@ -261,7 +262,7 @@ async def _run(plan: _Plan, out_path: Path, url: str, api_key: str | None, kind:
             def policy_for(spec: EpisodeSpec) -> Policy:
                 if agent is not None:
                     return agent.with_seed(spec.seed) if send_seed else agent
-                return ReferencePolicy(solutions[spec.env][spec.scenario] or [])
+                return ReferencePolicy.per_turn(solutions[spec.env][spec.scenario] or [])
 
             counts: Counter[str] = Counter()
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -17,6 +17,7 @@ from envformat.models import (
     Scenario,
     StateEntity,
     ToolCall,
+    UserTurn,
 )
 from envformat.toolschema import ToolSchemaError, class_names, derive_tools, public_tool_names
 
@@ -31,6 +32,7 @@ __all__ = [
     "Scenario",
     "StateEntity",
     "ToolCall",
+    "UserTurn",
     "ToolSchemaError",
     "class_names",
     "content_hash",

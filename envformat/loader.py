@@ -23,7 +23,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from pydantic import BaseModel, ValidationError
 
-from envformat.models import EnvManifest, Scenario
+from envformat.models import EnvManifest, Scenario, ToolCall
 from envformat.toolschema import ToolSchemaError, derive_tools, public_tool_names
 
 ENV_SOURCE = "env.py"
@@ -217,16 +217,25 @@ def _check_scenario(scenario: Scenario, validators: dict[str, Draft202012Validat
         problem = check_func_problem(item.check_func)
         if problem:
             raise FormatError(path, problem, line=line, field=f"checklist.{index}.check_func")
-    for index, call in enumerate(scenario.solution or []):
+    for prefix, index, call in _solution_calls(scenario):
         validator = validators.get(call.name)
         if validator is None:
             raise FormatError(path, f"{call.name!r} is not a tool of {env_id}", line=line,
-                              field=f"solution.{index}.name")
+                              field=f"{prefix}.{index}.name")
         error = best_match(validator.iter_errors(call.arguments))
         if error is not None:
             where = ".".join(str(part) for part in (index, "arguments", *error.absolute_path))
             raise FormatError(path, f"{error.message} (tool {call.name})", line=line,
-                              field=f"solution.{where}")
+                              field=f"{prefix}.{where}")
+
+
+def _solution_calls(scenario: Scenario) -> list[tuple[str, int, ToolCall]]:
+    """Each reference call with the field it is written in (``solution`` or a turn's)."""
+    if scenario.turns is None:
+        return [("solution", index, call) for index, call in enumerate(scenario.solution or [])]
+    return [(f"turns.{number}.solution", index, call)
+            for number, turn in enumerate(scenario.turns)
+            for index, call in enumerate(turn.solution or [])]
 
 
 def check_func_problem(source: str) -> str | None:

@@ -7,10 +7,19 @@ Every model forbids unknown keys so a typo in a hand-edited file is an error, no
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 ENV_ID_PATTERN = r"^[a-z0-9][a-z0-9_\-]{0,63}$"
 SCENARIO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
@@ -20,6 +29,30 @@ CLASS_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class _Optional(_Strict):
+    """A model whose optional extensions of the format (``_OPTIONAL``) are written only when set,
+    so files that do not use them keep their bytes (and env.json its content as synced)."""
+
+    _OPTIONAL: tuple[str, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in self._omitted(data):
+            data.pop(name, None)
+        return data
+
+    def _omitted(self, data: dict[str, Any]) -> list[str]:
+        return [name for name in self._OPTIONAL if data.get(name) is None]
+
+
+def _instant(value: str | None) -> str | None:
+    """An ISO 8601 date-time (naive means UTC), checked here so that a sandbox never refuses it."""
+    if value is not None:
+        datetime.fromisoformat(value)
+    return value
 
 
 class StateEntity(_Strict):
@@ -53,8 +86,14 @@ class Provenance(_Strict):
         return value
 
 
-class EnvManifest(_Strict):
-    """``env.json``: what an environment is, its rules and its tools (derived from env.py)."""
+class EnvManifest(_Optional):
+    """``env.json``: what an environment is, its rules and its tools (derived from env.py).
+
+    ``clock_start``: where the virtual clock starts for this environment's sessions (ISO 8601
+    date-time; default 2025-01-01T09:00:00Z), unless the scenario sets its own.
+    """
+
+    _OPTIONAL = ("clock_start",)
 
     id: str = Field(pattern=ENV_ID_PATTERN)
     class_name: str = Field(pattern=CLASS_NAME_PATTERN)
@@ -65,6 +104,9 @@ class EnvManifest(_Strict):
     operations: list[Operation]
     tools: list[dict[str, Any]]
     provenance: Provenance
+    clock_start: str | None = None
+
+    _clock_start = field_validator("clock_start")(_instant)
 
 
 class ChecklistItem(_Strict):
@@ -81,12 +123,27 @@ class ToolCall(_Strict):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-class Scenario(_Strict):
+class UserTurn(_Strict):
+    """One message of a scripted user and the reference calls that answer it."""
+
+    user: str
+    solution: list[ToolCall] | None = None
+
+
+class Scenario(_Optional):
     """One line of ``scenarios.jsonl``: an initial state, a task, its checks and a solution.
 
     ``verified`` says the reference solution was replayed and made every check pass; only a
     scenario without a solution (e.g. imported from the EnvScaler release) may be unverified.
+    ``clock_start`` (ISO 8601 date-time) overrides the environment's.
+
+    ``turns``: a user who speaks several times (as in BFCL multi-turn): the user's messages in
+    order, the first being ``task``, each with the reference calls that answer it. The file then
+    has no ``solution`` of its own: it is the turns' calls in order, derived here, so whatever
+    replays a solution replays a multi-turn one too (and it is not written back).
     """
+
+    _OPTIONAL = ("clock_start", "turns")
 
     id: str = Field(pattern=SCENARIO_ID_PATTERN)
     split: Literal["train", "rl", "eval"]
@@ -95,6 +152,10 @@ class Scenario(_Strict):
     checklist: list[ChecklistItem] = Field(min_length=1)
     solution: list[ToolCall] | None = None
     verified: bool = True
+    clock_start: str | None = None
+    turns: list[UserTurn] | None = Field(None, min_length=1)
+
+    _clock_start = field_validator("clock_start")(_instant)
 
     @field_validator("task")
     @classmethod
@@ -109,3 +170,25 @@ class Scenario(_Strict):
         if not verified and info.data.get("solution") is not None:
             raise ValueError("may be false only when there is no solution")
         return verified
+
+    @model_validator(mode="after")
+    def _solution_of_the_turns(self) -> Scenario:
+        if self.turns is None:
+            return self
+        if self.solution is not None:
+            raise ValueError("a scenario with turns has its solutions in its turns, not in "
+                             "solution")
+        if self.turns[0].user != self.task:
+            raise ValueError("the first turn's user message must be the task")
+        solved = [turn.solution is not None for turn in self.turns]
+        if any(solved) and not all(solved):
+            raise ValueError("either every turn has a solution or none has")
+        if all(solved):
+            if not self.verified:
+                raise ValueError("verified may be false only when there is no solution")
+            self.solution = [call for turn in self.turns for call in turn.solution or ()]
+        return self
+
+    def _omitted(self, data: dict[str, Any]) -> list[str]:
+        derived = ["solution"] if self.turns is not None else []
+        return super()._omitted(data) + derived

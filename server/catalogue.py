@@ -22,6 +22,7 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from envformat.loader import EnvPackage, load_catalogue
 from envformat.models import EnvManifest, Scenario
+from sandbox.runtime.determinism import DEFAULT_START
 from server import strictjson
 from server.errors import invalid_arguments, not_found
 
@@ -72,6 +73,12 @@ class ServedEnv:
     @property
     def scenarios(self) -> tuple[Scenario, ...]:
         return self.package.scenarios
+
+    def clock_start(self, scenario_id: str | None) -> str:
+        """Where a session's virtual clock starts: the scenario's, else the environment's, else
+        the runtime's default (explicit, so that a reset into another scenario moves it)."""
+        scenario = None if scenario_id is None else self.scenario(scenario_id)
+        return (scenario and scenario.clock_start) or self.manifest.clock_start or DEFAULT_START
 
     def scenario(self, scenario_id: str) -> Scenario:
         scenario = self.scenarios_by_id.get(scenario_id)

@@ -22,6 +22,8 @@ Forbidden              403     the token may not do this (agent tokens: own sess
 SessionClosed          409     the session was deleted
 NoChecklist            409     the session's scenario has no check functions to validate
 StateTooLarge          409     the session's state exceeds ``ENVSCALER_MAX_STATE_BYTES``
+StateNotData           409     the session's state holds a cycle or keys that collide as text,
+                               so it has no faithful JSON form (the message names the place)
 RequestTooLarge        413     the request body exceeds ``ENVSCALER_MAX_REQUEST_BYTES``
 ArgumentsTooLarge      413     a tool call's arguments exceed ``ENVSCALER_MAX_ARGUMENT_BYTES``
 QuotaExceeded          413     the session used up a quota (``ENVSCALER_MAX_SESSION_CALLS``,
@@ -61,6 +63,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
 
 log = logging.getLogger("envscaler.server.errors")
 

@@ -137,6 +137,9 @@ class EnvDetail(BaseModel):
         description="OpenAI function schemas", examples=[[TOOL_EXAMPLE]]
     )
     provenance: Any = None
+    clock_start: str | None = Field(
+        None, description="ISO 8601 start of the virtual clock, unless a scenario sets its own "
+        "(null: the default, 2025-01-01T09:00:00Z)")
     scenarios: int
 
 
@@ -144,6 +147,9 @@ class ScenarioSummary(BaseModel):
     id: str
     split: str
     task: str
+    turns: list[str] | None = Field(
+        None, description="A scripted user's messages in order, the first being the task "
+        "(multi-turn scenarios only): each is sent once the agent has answered the one before")
 
 
 class ScenarioList(BaseModel):
@@ -159,6 +165,7 @@ class ChecklistEntry(BaseModel):
 class ScenarioDetail(ScenarioSummary):
     env: str
     verified: bool = Field(description="True when the reference solution reaches reward 1.0")
+    clock_start: str = Field(description="ISO 8601 start of the virtual clock in this scenario")
     checklist: list[ChecklistEntry] = Field(description="The checks that make the reward")
 
 

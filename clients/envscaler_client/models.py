@@ -67,6 +67,7 @@ class EnvDetail(_Model):
     operations: Any = None
     tools: list[dict[str, Any]]
     provenance: Any = None
+    clock_start: str | None = None
     scenarios: int
 
 
@@ -74,6 +75,8 @@ class ScenarioSummary(_Model):
     id: str
     split: str
     task: str
+    turns: list[str] | None = None
+    """A scripted user's messages in order, the first being the task (multi-turn only)."""
 
 
 class ScenarioList(_Model):

@@ -18,7 +18,7 @@ import types
 from typing import Any
 
 from sandbox.runtime.determinism import DEFAULT_START, Determinism, parse_instant
-from sandbox.runtime.jsonsafe import to_json_safe
+from sandbox.runtime.jsonsafe import NotData, to_json_safe
 from sandbox.runtime.protocol import OperationError, describe_exception, dumps
 
 ENV_FILENAME = "env.py"
@@ -87,15 +87,16 @@ class EnvHost:
         self._env = self._build(recipe)
         return {"tools": list(self._env.tools)}
 
-    def reset(self, init_config: dict[str, Any] | None = None,
-              seed: int | None = None) -> dict[str, Any]:
+    def reset(self, init_config: dict[str, Any] | None = None, seed: int | None = None,
+              clock_start: str | None = None) -> dict[str, Any]:
         """The environment built anew (module and instance); ``None`` keeps the previous value.
         When it cannot be built the host is left unloaded rather than half reset."""
         recipe = self._require().recipe
         recipe = dataclasses.replace(
             recipe,
             init_config=recipe.init_config if init_config is None else init_config,
-            seed=recipe.seed if seed is None else seed)
+            seed=recipe.seed if seed is None else seed,
+            start_ns=recipe.start_ns if clock_start is None else _parse_clock_start(clock_start))
         self._env = None
         self._env = self._build(recipe)
         return {"tools": list(self._env.tools)}
@@ -129,14 +130,14 @@ class EnvHost:
     def state(self, executed: int | None = None) -> dict[str, Any]:
         env = self._require()
         self._expect(executed)
-        return _state(env.instance)
+        return _served_state(env.instance)
 
     def snapshot(self, executed: int | None = None) -> dict[str, Any]:
         """The state right after the load or reset and the state now, as JSON texts: what a
         checker judges. Texts, so that nothing on their way parses them but each check."""
         env = self._require()
         self._expect(executed)
-        return {"initial": env.initial_state, "final": dumps(_state(env.instance))}
+        return {"initial": env.initial_state, "final": dumps(_served_state(env.instance))}
 
     def _expect(self, executed: int | None) -> None:
         """Refuse to act when the caller expects another number of executed calls than this
@@ -240,13 +241,24 @@ def _takes_positional(cls: type) -> bool:
 
 def _state(instance: Any) -> dict[str, Any]:
     return to_json_safe({name: value for name, value in vars(instance).items()
-                         if not name.startswith("_")})
+                         if not name.startswith("_")}, root="state")
+
+
+def _served_state(instance: Any) -> dict[str, Any]:
+    """The state after calls: one that is not data (a cycle, colliding keys) is ``StateNotData``."""
+    try:
+        return _state(instance)
+    except NotData as exc:
+        raise OperationError("StateNotData", str(exc)) from None
 
 
 def _bounded_result(name: str, result: Any, max_bytes: int) -> Any:
     try:
-        safe = to_json_safe(result)
+        safe = to_json_safe(result, root="result")
         size = len(dumps(safe).encode())
+    except NotData as exc:
+        raise OperationError("ToolException", f"{name} returned a value that is not JSON data: "
+                             f"{exc}") from None
     except MemoryError:
         raise OperationError("ResultTooLarge", f"{name} returned a result too large to convert "
                              "to JSON") from None

@@ -16,7 +16,8 @@ Operations (fields beyond ``op``):
 - ``load``  ``source, class_name, tools, init_config, seed``
             [, ``max_result_bytes``, ``clock_start`` (ISO 8601; default 2025-01-01T09:00:00Z)]
                                               -> ``{"tools": [...]}``
-- ``reset`` [``init_config``, ``seed``]       -> ``{"tools": [...]}``
+- ``reset`` [``init_config``, ``seed``, ``clock_start``] -> ``{"tools": [...]}`` (null or absent:
+                                                the value of the load or last reset)
 - ``call``  ``name, arguments`` [, ``executed``] -> the tool's JSON-safe result
 - ``state`` [``executed``]                    -> the public attributes of the instance
 - ``snapshot`` [``executed``]                 -> ``{"initial", "final"}``: JSON texts of the state
@@ -44,6 +45,9 @@ Error types (``error.type``), all stable:
 - ``ToolNotFound``: ``call`` of a name that is not an advertised tool
 - ``ArgumentError``: the arguments do not bind to the tool's signature (the tool did not run)
 - ``ToolException``: the tool raised; the message is ``"<ExcType>: <message>"``
+- ``StateNotData``: ``state`` or ``snapshot`` of a state that holds a cycle or a mapping whose
+  keys collide as text (the message names the place); at load this is a ``LoadError``; a tool's
+  result with either is a ``ToolException``
 - ``ResultTooLarge``: the encoded result exceeds ``max_result_bytes`` (or a reply the frame limit)
 - ``Starved``: the checks could not be judged for lack of CPU (retry later)
 - ``NoSecret``: ``hello`` to a server started without a secret

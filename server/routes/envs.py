@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
@@ -60,6 +60,7 @@ async def get_env(env: str, request: Request, _: Principal = Depends(admin)) -> 
         operations=manifest.get("operations"),
         tools=served.tools,
         provenance=manifest.get("provenance"),
+        clock_start=manifest.get("clock_start"),
         scenarios=len(served.scenarios),
     )
 
@@ -67,6 +68,7 @@ async def get_env(env: str, request: Request, _: Principal = Depends(admin)) -> 
 @router.get(
     "/{env}/scenarios",
     response_model=ScenarioList,
+    response_model_exclude_none=True,  # turns: only multi-turn scenarios have them
     summary="Scenario ids, splits and tasks (never the checks or solutions)",
     responses=error_responses(401, 403, 404, 422),
 )
@@ -80,7 +82,7 @@ async def list_scenarios(
     return ScenarioList(
         env=served.id,
         scenarios=[
-            ScenarioSummary(id=s.id, split=s.split, task=s.task)
+            ScenarioSummary(id=s.id, split=s.split, task=s.task, turns=user_turns(s))
             for s in served.scenarios
             if split is None or s.split == split
         ],
@@ -90,6 +92,7 @@ async def list_scenarios(
 @router.get(
     "/{env}/scenarios/{scenario}",
     response_model=ScenarioDetail,
+    response_model_exclude_none=True,  # turns: only multi-turn scenarios have them
     summary="A scenario's task and checklist (never its solution)",
     description="For people who look at an environment before they train on it (the web page): "
     "the checklist items with their check sources. API keys only, like the whole catalogue; the "
@@ -103,6 +106,12 @@ async def get_scenario(
     found = served.scenario(scenario)
     return ScenarioDetail.model_validate({
         "env": served.id, "id": found.id, "split": found.split, "task": found.task,
-        "verified": found.verified,
+        "turns": user_turns(found), "verified": found.verified,
+        "clock_start": served.clock_start(found.id),
         "checklist": [{"item": c.item, "check_func": c.check_func} for c in found.checklist],
     })
+
+
+def user_turns(scenario: Any) -> list[str] | None:
+    """The user's messages of a multi-turn scenario, never their reference calls."""
+    return None if scenario.turns is None else [turn.user for turn in scenario.turns]

@@ -49,10 +49,11 @@ class SandboxClaims:
         init_config: dict[str, Any],
         seed: int,
         *,
-        custom: bool,
+        scenario_id: str | None,
         held: tuple[SessionLock, Record] | None = None,
     ) -> Sandbox:
-        """Claim a sandbox and load ``env`` into it. A sandbox that dies under the load (the
+        """Claim a sandbox and load ``env`` into it (``scenario_id`` None: a custom
+        ``init_config``). A sandbox that dies under the load (the
         engine, the kernel's OOM killer or gVisor's Sentry ended it after its claim) is replaced
         once. ``held``: the session's lock, renewed after each claim (a cold start may take a
         while). A sandbox claimed here and not returned is destroyed, whatever failed (the
@@ -62,7 +63,7 @@ class SandboxClaims:
             try:
                 if held is not None:
                     await self.locks.renew(*held)
-                await self._load(sandbox, env, init_config, seed, custom)
+                await self._load(sandbox, env, init_config, seed, scenario_id)
                 return sandbox
             except SandboxGone as exc:
                 await self.destroy_quietly(sandbox)
@@ -77,7 +78,8 @@ class SandboxClaims:
         raise AssertionError("unreachable")
 
     async def _load(
-        self, sandbox: Sandbox, env: ServedEnv, init_config: dict[str, Any], seed: int, custom: bool
+        self, sandbox: Sandbox, env: ServedEnv, init_config: dict[str, Any], seed: int,
+        scenario_id: str | None,
     ) -> None:
         """Load ``env`` into a fresh sandbox; on failure raise ApiError (``SandboxGone``: it
         died meanwhile, for `claim_loaded` to replace it)."""
@@ -91,10 +93,12 @@ class SandboxClaims:
                 max_result_bytes=self.settings.max_result_bytes,
                 max_state_bytes=self.settings.max_state_bytes,
                 timeout=self.settings.load_timeout,
+                clock_start=env.clock_start(scenario_id),
             )
         except (RuntimeFault, CallTimeout) as exc:
             faults.counted(exc, self.metrics)
-            raise faults.api_error(exc, Step.LOAD, env=env.id, custom=custom) from exc
+            raise faults.api_error(exc, Step.LOAD, env=env.id,
+                                   custom=scenario_id is None) from exc
 
     async def release_quietly(self, sandbox: Sandbox) -> None:
         """End the sandbox a record names: recycled into our pool (whoever created it), or

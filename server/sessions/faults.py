@@ -166,6 +166,8 @@ def _runtime_error(exc: RuntimeFault, step: Step, env: str, tool: str, index: in
             )
         log.error("environment failed to load env=%s error=%s", env, exc)
         return env_load_failed(env, exc.message)
+    if exc.kind == "StateNotData":
+        return ApiError(409, "StateNotData", f"the state is not data: {exc.message}")
     if exc.kind == "ResultTooLarge" and step is Step.READ:
         return ApiError(409, "StateTooLarge", f"the session's state is too large to answer: "
                         f"{exc.message} (ENVSCALER_MAX_STATE_BYTES)")

@@ -58,7 +58,7 @@ class Lifecycle:
         agent_token = f"{session_id}.{secrets.token_urlsafe(24)}"
         started = time.perf_counter()
         sandbox = await self.claims.claim_loaded(session_id, env, init_config, seed,
-                                                 custom=scenario_id is None)
+                                                 scenario_id=scenario_id)
         now = time.time()
         record = Record(
             id=session_id,

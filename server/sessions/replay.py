@@ -99,7 +99,7 @@ class Rebuilds:
         """A sandbox loaded with the start of the record's epoch, the lock renewed."""
         env = self.catalogue.env(record.env)
         sandbox = await self.claims.claim_loaded(record.id, env, record.init_config,
-                                                 record.seed, custom=record.scenario is None,
+                                                 record.seed, scenario_id=record.scenario,
                                                  held=(lock, record))
         try:
             await self.locks.renew(lock, record)

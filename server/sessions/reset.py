@@ -12,7 +12,7 @@ from common.jsoncodec import dump_bytes, dumps
 from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone
 from sandbox.sandbox import Sandbox
 from server.auth import Principal
-from server.catalogue import ServedCatalogue
+from server.catalogue import ServedCatalogue, ServedEnv
 from server.errors import backend_unavailable, invalid_request
 from server.sessions import faults
 from server.sessions.access import check_session_id, checked, require_active
@@ -69,11 +69,11 @@ class Resets:
             custom = scenario_id is None
             within_quota(record, self.settings,
                          len(dump_bytes(init_config)) if custom else 0, result=False)
-            sandbox = await self._reset_in_place(record, init_config, new_seed, custom)
+            sandbox = await self._reset_in_place(record, env, scenario_id, init_config, new_seed)
             reused = sandbox is not None
             if sandbox is None:
                 sandbox = await self.claims.claim_loaded(
-                    session_id, env, init_config, new_seed, custom=custom,
+                    session_id, env, init_config, new_seed, scenario_id=scenario_id,
                     held=(held.lock, record)
                 )
                 self.sandboxes.adopt(session_id, sandbox)
@@ -90,8 +90,8 @@ class Resets:
         )
         return record, task, reused
 
-    async def _reset_in_place(self, record: Record, init_config: dict[str, Any], seed: int,
-                              custom: bool) -> Sandbox | None:
+    async def _reset_in_place(self, record: Record, env: ServedEnv, scenario_id: str | None,
+                              init_config: dict[str, Any], seed: int) -> Sandbox | None:
         """The live sandbox, reset; None when there is none or it died or timed out meanwhile
         (a fresh one is loaded instead)."""
         sandbox = await self.sandboxes.live_sandbox(record)
@@ -99,11 +99,13 @@ class Resets:
             return None
         try:
             await sandbox.reset(init_config=init_config, seed=seed,
-                                timeout=self.settings.load_timeout)
+                                timeout=self.settings.load_timeout,
+                                clock_start=env.clock_start(scenario_id))
         except RuntimeFault as exc:
             # The runtime's state after a failed reset is unknown: rebuild from the record.
             await self.sandboxes.drop(record)
-            raise faults.api_error(exc, Step.RESET, env=record.env, custom=custom) from exc
+            raise faults.api_error(exc, Step.RESET, env=record.env,
+                                   custom=scenario_id is None) from exc
         except (SandboxGone, CallTimeout) as exc:
             await self.sandboxes.failed(record, sandbox, exc)
             return None

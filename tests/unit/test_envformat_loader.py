@@ -398,3 +398,39 @@ def test_missing_catalogue_root(tmp_path: Path) -> None:
 def test_content_hash_format() -> None:
     assert content_hash(b"") == (
         "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+
+
+def test_clock_start_is_an_optional_iso_date_time_written_only_when_set() -> None:
+    from pydantic import ValidationError
+
+    from envformat.models import Scenario
+
+    base = {"id": "s-1", "split": "rl", "task": "t", "init_config": {},
+            "checklist": [{"item": "i", "check_func": "def check_func(s):\n    return True\n"}]}
+    assert "clock_start" not in Scenario(**base).model_dump(mode="json")
+    dated = Scenario(**base, clock_start="2024-02-29T12:00:00+01:00")
+    assert dated.model_dump(mode="json")["clock_start"] == "2024-02-29T12:00:00+01:00"
+    with pytest.raises(ValidationError, match="clock_start"):
+        Scenario(**base, clock_start="next tuesday")
+
+
+def test_turns_carry_the_solution_per_user_message_and_must_start_with_the_task() -> None:
+    from pydantic import ValidationError
+
+    from envformat.models import Scenario
+
+    base = {"id": "s-1", "split": "rl", "task": "first", "init_config": {},
+            "checklist": [{"item": "i", "check_func": "def check_func(s):\n    return True\n"}]}
+    turns = [{"user": "first", "solution": [{"name": "a"}]},
+             {"user": "second", "solution": [{"name": "b", "arguments": {"x": 1}}]}]
+    scenario = Scenario(**base, turns=turns)
+    assert [(call.name, call.arguments) for call in scenario.solution] == [("a", {}),
+                                                                          ("b", {"x": 1})]
+    written = scenario.model_dump(mode="json")
+    assert "solution" not in written and written["turns"][1]["user"] == "second"
+    assert Scenario.model_validate(written) == scenario
+    for wrong, reason in [({"turns": [{"user": "other"}]}, "must be the task"),
+                          ({"turns": [turns[0], {"user": "second"}]}, "every turn has a solution or none"),
+                          ({"turns": turns, "solution": []}, "in its turns")]:
+        with pytest.raises(ValidationError, match=reason):
+            Scenario(**base, **wrong)

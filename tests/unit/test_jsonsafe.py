@@ -1,4 +1,5 @@
-"""JSON-safe conversion: every value becomes plain JSON, the same way every time, without failing."""
+"""JSON-safe conversion: every value becomes plain JSON the same way every time; objects become
+trees of their public attributes; cycles and colliding keys are errors that say where."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import dataclasses
 import datetime
 import enum
 import json
+import threading
 import uuid
 from collections import OrderedDict, deque, namedtuple
 from decimal import Decimal
@@ -14,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.runtime.jsonsafe import MAX_DEPTH, dumps, to_json_safe
+from sandbox.runtime.jsonsafe import MAX_DEPTH, NotData, dumps, to_json_safe
 
 
 class Color(enum.Enum):
@@ -32,11 +34,7 @@ class Point:
     tags: set[str]
 
 
-class Opaque:
-    pass
-
-
-class BrokenRepr:
+class BrokenRepr(Exception):
     def __repr__(self) -> str:
         raise RuntimeError("no")
 
@@ -78,8 +76,13 @@ def test_conversions(value: Any, expected: Any) -> None:
     dumps(converted)  # always encodable, NaN included
 
 
-def test_bool_keys_collide_like_json_and_the_last_wins() -> None:
-    assert to_json_safe({True: "x", "true": "y"}) == {"true": "y"}
+def test_keys_colliding_as_text_are_an_error_naming_the_place() -> None:
+    with pytest.raises(NotData) as caught:
+        to_json_safe({"inner": [{True: "x", "true": "y"}]}, root="state")
+    assert str(caught.value) == ("the keys True and 'true' are both 'true' as text "
+                                 "(at state.inner[0])")
+    with pytest.raises(NotData, match="the keys 1 and '1' are both '1' as text"):
+        to_json_safe({1: "a", "1": "b"})
 
 
 def test_mixed_sets_sort_by_json_text() -> None:
@@ -87,23 +90,41 @@ def test_mixed_sets_sort_by_json_text() -> None:
 
 
 
-def test_other_objects_are_reprs_without_addresses() -> None:
-    text = to_json_safe(Opaque())
-    assert text.startswith("<") and "Opaque object>" in text
+def test_standard_library_objects_are_reprs_without_addresses() -> None:
+    text = to_json_safe(threading.Lock())
+    assert text.startswith("<") and "lock object>" in text
     assert "0x" not in text
+
+
+def test_classes_functions_and_exceptions_are_reprs() -> None:
+    assert to_json_safe(Directory) == "<class 'tests.unit.test_jsonsafe.Directory'>"
+    assert to_json_safe(ValueError("no")) == "ValueError('no')"
+    assert to_json_safe(len) == "<built-in function len>"
 
 
 def test_a_broken_repr_gives_a_marker() -> None:
     assert to_json_safe(BrokenRepr()) == "<unrepresentable BrokenRepr: RuntimeError>"
 
 
-def test_cycles_are_marked_not_followed() -> None:
+def test_cycles_are_an_error_naming_the_place() -> None:
     looping: dict[str, Any] = {"name": "root"}
     looping["self"] = looping
     listing: list[Any] = [1]
     listing.append(listing)
-    assert to_json_safe(looping) == {"name": "root", "self": "<cycle: dict>"}
-    assert to_json_safe(listing) == [1, "<cycle: list>"]
+    with pytest.raises(NotData, match=r"this dict contains itself \(at value.self\)"):
+        to_json_safe(looping)
+    with pytest.raises(NotData, match=r"this list contains itself \(at value\[1\]\)"):
+        to_json_safe(listing)
+
+
+def test_a_child_pointing_back_at_its_parent_is_a_cycle() -> None:
+    root = Directory("/")
+    child = root.add("my docs")
+    child.parent = root
+    with pytest.raises(NotData) as caught:
+        to_json_safe({"root": root}, root="state")
+    assert str(caught.value) == ('a cycle: this Directory contains itself '
+                                 '(at state.root.contents["my docs"].parent)')
 
 
 def test_shared_references_are_not_cycles() -> None:
@@ -142,3 +163,129 @@ def test_conversion_is_deterministic_and_leaves_the_input_alone() -> None:
 
 def test_dumps_is_compact_and_keeps_non_ascii() -> None:
     assert dumps({"a": [1, "é"]}) == '{"a":[1,"é"]}'
+
+
+class File:
+    def __init__(self, name: str, content: str) -> None:
+        self.name = name
+        self.content = content
+        self._cache = "private"
+
+
+class Directory:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.parent: Directory | None = None
+        self.contents: dict[str, Any] = {}
+        self.tags: set[Any] = set()
+
+    def add(self, name: str) -> Directory:
+        self.contents[name] = Directory(name)
+        return self.contents[name]
+
+
+class Slotted:
+    __slots__ = ("amount", "_secret", "unset")
+
+    def __init__(self) -> None:
+        self.amount = Decimal("2.50")
+        self._secret = 1
+
+
+class SlottedWithDict(Slotted):
+    __slots__ = ("extra", "__dict__")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.extra = True
+        self.later = "dict"
+
+
+@dataclasses.dataclass
+class Account:
+    owner: File
+    history: list[File]
+
+
+def test_objects_are_trees_of_their_public_attributes() -> None:
+    root = Directory("/")
+    docs = root.add("docs")
+    docs.contents["a.txt"] = File("a.txt", "hello")
+    root.tags = {File("z", ""), File("b", "")}
+    assert to_json_safe(root) == {
+        "name": "/", "parent": None,
+        "contents": {"docs": {"name": "docs", "parent": None,
+                              "contents": {"a.txt": {"name": "a.txt", "content": "hello"}},
+                              "tags": []}},
+        "tags": [{"name": "b", "content": ""}, {"name": "z", "content": ""}],
+    }
+
+
+def test_slots_come_before_the_dict_and_unset_or_private_slots_are_left_out() -> None:
+    assert to_json_safe(Slotted()) == {"amount": 2.5}
+    assert list(to_json_safe(SlottedWithDict())) == ["amount", "extra", "later"]
+
+
+def test_dataclasses_holding_objects_are_walked_too() -> None:
+    account = Account(File("o", "x"), [File("h", "1")])
+    assert to_json_safe(account) == {"owner": {"name": "o", "content": "x"},
+                                     "history": [{"name": "h", "content": "1"}]}
+
+
+def test_shared_objects_appear_in_each_place() -> None:
+    root = Directory("/")
+    docs = root.add("docs")
+    assert to_json_safe({"root": root, "current": docs})["current"] == {
+        "name": "docs", "parent": None, "contents": {}, "tags": []}
+
+
+def test_object_trees_are_deterministic() -> None:
+    def build() -> Directory:
+        root = Directory("/")
+        root.tags = {File(str(number), "") for number in range(50)}
+        return root
+
+    assert dumps(to_json_safe(build())) == dumps(to_json_safe(build()))
+
+
+class Node:
+    """A tree node that links back to its parent and says its state leaves the link out."""
+
+    def __init__(self, name: str, parent: Node | None = None) -> None:
+        self.name = name
+        self.parent = parent
+        self.children: list[Node] = []
+        if parent is not None:
+            parent.children.append(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"name": self.name, "children": self.children}
+
+
+class BrokenState:
+    def __getstate__(self) -> dict[str, Any]:
+        raise KeyError("gone")
+
+
+def test_a_class_that_declares_its_state_is_served_as_that_state() -> None:
+    root = Node("/")
+    Node("docs", root)
+    assert to_json_safe({"root": root}) == {
+        "root": {"name": "/", "children": [{"name": "docs", "children": []}]}}
+    with pytest.raises(NotData, match=r"BrokenState.__getstate__ raised KeyError: 'gone' "
+                                      r"\(at value.x\)"):
+        to_json_safe({"x": BrokenState()})
+
+
+class BrokenMapping(dict):
+    def items(self):  # type: ignore[override]
+        raise RuntimeError("no items")
+
+
+class OddDict:
+    __dict__ = property(lambda self: 42)  # type: ignore[assignment]
+
+
+def test_containers_and_objects_whose_code_raises_are_reprs() -> None:
+    assert to_json_safe({"m": BrokenMapping(a=1)}) == {"m": "{'a': 1}"}
+    assert to_json_safe(OddDict()).startswith("<tests.unit.test_jsonsafe.OddDict object")

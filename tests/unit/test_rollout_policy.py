@@ -162,3 +162,26 @@ def test_policy_replies_are_normalised() -> None:
     with pytest.raises(TypeError):
         normalize_reply(42, 3)
     assert json.loads(json.dumps(message))
+
+
+async def test_the_reference_policy_answers_each_user_turn_with_its_own_calls() -> None:
+    from envscaler_client.rollout import ReferencePolicy
+
+    policy = ReferencePolicy.per_turn([[{"name": "a"}], [], [{"name": "b", "arguments": {"x": 1}}]])
+    messages: list[dict] = [{"role": "system", "content": "s"}, {"role": "user", "content": "1"}]
+
+    async def answer() -> dict:
+        reply = await policy(messages)
+        messages.append(reply)
+        return reply
+
+    assert (await answer())["tool_calls"][0]["function"]["name"] == "a"
+    assert (await answer())["content"] == "Task Completed."
+    messages.append({"role": "user", "content": "2"})
+    assert (await answer())["content"] == "Task Completed."
+    messages.append({"role": "user", "content": "3"})
+    third = await answer()
+    assert third["tool_calls"][0]["function"] == {"name": "b", "arguments": '{"x": 1}'}
+    assert third["tool_calls"][0]["id"] == "ref_3_1"
+    assert (await answer())["content"] == "Task Completed."
+    assert policy.solution == [{"name": "a"}, {"name": "b", "arguments": {"x": 1}}]

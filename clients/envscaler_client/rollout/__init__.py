@@ -51,6 +51,7 @@ from envscaler_client.rollout.prompts import (
 from envscaler_client.rollout.reference import (
     CatalogueError,
     ReferencePolicy,
+    load_references,
     load_solutions,
 )
 from envscaler_client.rollout.runner import (
@@ -100,6 +101,7 @@ __all__ = [
     "execute_tool_call",
     "export_sft",
     "latest_episodes",
+    "load_references",
     "load_solutions",
     "parse_user_reply",
     "read_episodes",

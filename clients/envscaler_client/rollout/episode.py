@@ -15,6 +15,10 @@ the first); a malformed call (arguments that are not JSON or do not match the sc
 unknown tool, a call past its deadline) goes back to the model as a ``tool`` message and the
 episode goes on (the paper ends it with reward 0); truncation at the step limit still validates
 the final state (the paper gives 0; ``termination`` says it was truncated).
+
+A multi-turn scenario (a scripted user who speaks several times, as in BFCL multi-turn) plays
+its user turns in order: once the agent answers a turn without a tool call, the next user message
+follows; every call and answer records the user turn it answered (``user_turn``, from 0).
 """
 
 from __future__ import annotations
@@ -122,6 +126,8 @@ class ToolCallRecord(_Record):
     error: dict[str, Any] | None = None
     index: int | None = None
     """The call's position in the session's trajectory (None when the gateway refused it)."""
+    user_turn: int = 0
+    """The scripted user's message this call answered (0: the task)."""
     duration_ms: float = 0.0
 
 
@@ -129,6 +135,8 @@ class TurnRecord(_Record):
     """One answer of the agent's policy."""
 
     step: int
+    user_turn: int = 0
+    """The scripted user's message this answer was to (0: the task)."""
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
     tool_calls: int = 0
@@ -161,6 +169,8 @@ class Episode(_Record):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     """The agent's conversation in chat-completions form: system, user, assistant (with
     ``tool_calls``), tool."""
+    user_turns: list[str] | None = None
+    """A multi-turn scenario's scripted user messages, the first being the task."""
     user_messages: list[dict[str, Any]] = Field(default_factory=list)
     """The simulated user's side (conversation mode): its system prompt, the agent's messages as
     ``user``, its raw replies (with ``# Thought``) as ``assistant``."""
@@ -308,7 +318,8 @@ async def run_episode(session: AsyncSession, policy: Policy, *, mode: str = NON_
                       user: SimulatedUser | None = None, max_steps: int | None = None,
                       env: EnvDetail | None = None, system_prompt: str | None = None,
                       task: str | None = None, validate: bool = True,
-                      policy_name: str | None = None, split: str | None = None) -> Episode:
+                      policy_name: str | None = None, split: str | None = None,
+                      turns: Sequence[str] | None = None) -> Episode:
     """Drive ``session`` with ``policy`` until the episode ends; the `Episode`.
 
     ``policy``: ``async (messages, tools) -> assistant message dict`` (or its text); a ``usage``
@@ -319,7 +330,9 @@ async def run_episode(session: AsyncSession, policy: Policy, *, mode: str = NON_
     environment's description for the system prompt (fetched from the gateway when neither it
     nor ``system_prompt`` is given). The session is validated at the end (``validate``) and not
     closed: that is the caller's (``async with``), who may instead ``reset`` it to the next
-    scenario of the environment and run the next episode on it.
+    scenario of the environment and run the next episode on it. ``turns``: a multi-turn
+    scenario's scripted user messages (non-conversation mode; the first is the task): each
+    next one is sent when the agent has answered the one before without a tool call.
 
     Failures do not raise: the policy failing ends the episode as ``model_error``, the user as
     ``user_error``, the gateway as ``gateway_error``, each with its ``error``.
@@ -328,7 +341,9 @@ async def run_episode(session: AsyncSession, policy: Policy, *, mode: str = NON_
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if mode == CONVERSATION and user is None:
         raise ValueError("conversation mode needs a simulated user (user=SimulatedUser(...))")
-    task = task if task is not None else session.task
+    if turns is not None and (mode == CONVERSATION or not turns):
+        raise ValueError("scripted turns are for non-conversation mode and need a message")
+    task = task if task is not None else (turns[0] if turns else session.task)
     if not task:
         raise ValueError("the session has no task (a custom init_config?): pass task=")
     limit = max_steps if max_steps is not None else DEFAULT_MAX_STEPS[mode]
@@ -341,7 +356,9 @@ async def run_episode(session: AsyncSession, policy: Policy, *, mode: str = NON_
         scenario=session.scenario, split=split, seed=session.seed, mode=mode,
         policy=policy_name or getattr(policy, "model", None) or getattr(policy, "__name__", None)
         or type(policy).__name__, task=task, session_id=session.id, tools=list(session.tools),
+        user_turns=list(turns) if turns is not None else None,
         termination="completed", timings=Timings(started_at=started_at))
+    turn_index = 0
     timings, usage = episode.timings, episode.usage
 
     async def user_turn(agent_text: str) -> bool:
@@ -395,7 +412,8 @@ async def run_episode(session: AsyncSession, policy: Policy, *, mode: str = NON_
             episode.steps = step
             usage.agent.add(turn_usage)
             calls = message.get("tool_calls") or []
-            episode.turns.append(TurnRecord(step=step, finish_reason=finish_reason,
+            episode.turns.append(TurnRecord(step=step, user_turn=turn_index,
+                                            finish_reason=finish_reason,
                                             usage=turn_usage, tool_calls=len(calls),
                                             duration_s=round(elapsed, 6)))
             episode.messages.append(message)
@@ -407,13 +425,18 @@ async def run_episode(session: AsyncSession, policy: Policy, *, mode: str = NON_
                             tool_message, record = await execute_tool_call(session, call, step)
                         except EnvScalerError as exc:
                             raise _Ended("gateway_error", _error("tool", exc)) from exc
+                        record.user_turn = turn_index
                         episode.messages.append(tool_message)
                         episode.tool_calls.append(record)
                 finally:
                     timings.tools_s += time.perf_counter() - began
                 continue
             if mode == NON_CONVERSATION:
-                raise _Ended("completed")
+                if turns is None or turn_index + 1 >= len(turns):
+                    raise _Ended("completed")
+                turn_index += 1
+                episode.messages.append({"role": "user", "content": turns[turn_index]})
+                continue
             content = message.get("content")
             if not await user_turn(content if isinstance(content, str) else ""):
                 raise _Ended("user_stop")

@@ -266,9 +266,11 @@ async def run_rollouts(
     if on_start is not None:
         on_start(len(todo))
     details = dict(envs or {})
+    turns: dict[str, dict[str, list[str] | None]] = {}
     for name in dict.fromkeys(spec.env for spec in todo):
         if name not in details:
             details[name] = await client.env(name)
+        turns[name] = {scenario.id: scenario.turns for scenario in await client.scenarios(name)}
     writer = EpisodeWriter(out) if out is not None else None
     queue = iter(todo)
 
@@ -281,9 +283,11 @@ async def run_rollouts(
                                   policy_name=policy_name)
         ready = time.perf_counter() - clock
         try:
+            scripted = turns[spec.env].get(spec.scenario) if spec.mode == NON_CONVERSATION else None
             episode = await run_episode(session, policy_for(spec), mode=spec.mode, user=user,
                                         max_steps=max_steps, env=details[spec.env],
-                                        policy_name=policy_name, split=spec.split)
+                                        policy_name=policy_name, split=spec.split,
+                                        turns=scripted)
             episode.timings.session_s = round(ready, 6)
         except Exception as exc:  # noqa: BLE001 - a bug in one episode must not stop the run
             log.exception("episode %s failed", spec.key)

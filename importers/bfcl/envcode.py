@@ -1,0 +1,169 @@
+"""The ``env.py`` of one set of BFCL classes (a question's ``involved_classes``), as text.
+
+The classes' module sources come first, as BFCL wrote them (a relative import of a sibling module
+is replaced by that module's source, since an environment is one file), then ``BfclMultiTurn``: it
+makes each class and calls its ``_load_scenario`` with that class's part of BFCL's
+``initial_config`` (from ``init_config["_initial_config"]``, a private attribute afterwards, so
+not state), as BFCL does; the state is one public attribute per class, named after it, holding the
+instance (served as the tree of its public attributes). Each function of the classes' function
+docs becomes a method of the same name with BFCL's description and parameters (typed from the
+docs, defaults from the class's own signature) that calls the instance's method.
+
+BFCL compares states attribute by attribute with ``==``, so a nested object counts as what its
+class's ``__eq__`` compares (a ``Directory`` as its name and contents, not its link back to its
+parent nor a file's modification time). Such a class gets a ``__getstate__`` returning just the
+attributes its ``__eq__`` reads, which is how the sandbox serves it: checks then compare what
+BFCL compares, and a parent link is no cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from importers.bfcl.checkout import Checkout, ClassSource
+
+CLASS_NAME = "BfclMultiTurn"
+CONFIG_KEY = "_initial_config"
+_TYPES = {"string": "str", "integer": "int", "float": "float", "number": "float",
+          "boolean": "bool", "dict": "dict", "object": "dict", "tuple": "list"}
+
+
+class EnvCodeError(ValueError):
+    """The classes cannot be served together (a tool defined twice, a doc without a method)."""
+
+
+@dataclass(frozen=True)
+class EnvCode:
+    source: str
+    tools: dict[str, list[str]]  # tool -> parameter names, in order
+    warnings: tuple[str, ...]
+
+
+def build(checkout: Checkout, class_names: list[str]) -> EnvCode:
+    classes = [_class(checkout, name) for name in class_names]
+    modules = _modules(checkout, [cls.module for cls in classes])
+    methods, tools, warnings = [], {}, []
+    for cls in classes:
+        for doc in checkout.func_docs.get(cls.module, {}).values():
+            if doc["name"] in tools:
+                raise EnvCodeError(f"{doc['name']} is a function of two of {class_names}")
+            method = cls.method(doc["name"])
+            if method is None:
+                warnings.append(f"{cls.name} has no method {doc['name']} (documented): left out")
+                continue
+            text, names = _method(cls.name, method, doc)
+            methods.append(text)
+            tools[doc["name"]] = names
+    nested = [found for found in checkout.classes.values()
+              if found.module in modules and found.name not in class_names]
+    parts = [*modules.values(), *_compared_states(nested), _wrapper(classes, methods)]
+    source = "\n\n".join(part for part in parts if part) + "\n"
+    return EnvCode(source=source, tools=tools, warnings=tuple(warnings))
+
+
+def _class(checkout: Checkout, name: str) -> ClassSource:
+    found = checkout.classes.get(name)
+    if found is None:
+        raise EnvCodeError(f"no class {name} in {checkout.source_dir}")
+    return found
+
+
+def _modules(checkout: Checkout, wanted: list[str]) -> dict[str, str]:
+    """Module sources in dependency order, each once, relative imports replaced by the module."""
+    texts: dict[str, str] = {}
+
+    def add(module: str, chain: tuple[str, ...]) -> None:
+        if module in texts:
+            return
+        if module in chain or module not in checkout.sources:
+            raise EnvCodeError(f"module {module} is missing or imports itself ({chain})")
+        text = checkout.sources[module]
+        lines = text.splitlines()
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                add((node.module or "").split(".")[0], (*chain, module))
+                for number in range(node.lineno - 1, node.end_lineno or node.lineno):
+                    lines[number] = ""
+        texts[module] = f"# --- BFCL module {module} ---\n" + "\n".join(lines).strip()
+
+    for module in wanted:
+        add(module, ())
+    return texts
+
+
+def _compared_states(classes: list[ClassSource]) -> list[str]:
+    adapters = []
+    for cls in classes:
+        equality = cls.method("__eq__")
+        names = list(dict.fromkeys(
+            node.attr for node in ast.walk(equality) if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name) and node.value.id == "self")) if equality else []
+        if names:
+            adapters.append(f"{cls.name}.__getstate__ = _bfcl_compared{tuple(names)!r}")
+    if not adapters:
+        return []
+    helper = ("def _bfcl_compared(*names):\n"
+              '    """The state of a BFCL object: the attributes its __eq__ compares."""\n'
+              "    return lambda self: {name: getattr(self, name) for name in names\n"
+              "                         if hasattr(self, name)}")
+    return [helper, "\n".join(adapters)]
+
+
+def _method(owner: str, method: ast.FunctionDef, doc: dict) -> tuple[str, list[str]]:
+    parameters = doc.get("parameters", {}).get("properties", {})
+    defaults = _defaults(method)
+    signature, passed, described = ["self"], [], []
+    names = [arg.arg for arg in [*method.args.posonlyargs, *method.args.args][1:]]
+    for name in names:
+        if name not in parameters:
+            if name not in defaults:
+                raise EnvCodeError(f"{owner}.{method.name} takes {name}, which its doc lacks")
+            continue
+        spec = parameters[name]
+        default = f" = {defaults[name]}" if name in defaults else ""
+        signature.append(f"{name}: {_annotation(spec)}{default}")
+        passed.append(f"{name}={name}")
+        described.append(f"            {name}: {_one_line(spec.get('description', ''))}")
+    docstring = _one_line(doc.get("description", method.name))
+    if described:
+        docstring += "\n\n        Args:\n" + "\n".join(described)
+    text = (f"    def {method.name}({', '.join(signature)}):\n"
+            f'        """{docstring}\n        """\n'
+            f"        return self.{owner}.{method.name}({', '.join(passed)})")
+    return text, [name for name in names if name in parameters]
+
+
+def _defaults(method: ast.FunctionDef) -> dict[str, str]:
+    positional = [*method.args.posonlyargs, *method.args.args]
+    pairs = zip(positional[len(positional) - len(method.args.defaults):], method.args.defaults,
+                strict=True)
+    return {arg.arg: ast.unparse(default) for arg, default in pairs}
+
+
+def _annotation(spec: dict) -> str:
+    kind = spec.get("type")
+    if kind == "array":
+        items = _TYPES.get((spec.get("items") or {}).get("type", ""))
+        return f"list[{items}]" if items else "list"
+    return _TYPES.get(kind or "", "object")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).replace('"""', "'''").replace("\\", "\\\\").split())
+
+
+def _wrapper(classes: list[ClassSource], methods: list[str]) -> str:
+    names = ", ".join(cls.name for cls in classes)
+    setup = []
+    for cls in classes:
+        setup.append(f"        self.{cls.name} = {cls.name}()")
+        if cls.loads_scenario:
+            setup.append(f"        self.{cls.name}.{'_load_scenario'}("
+                         f"_bfcl_copy.deepcopy(initial.get({cls.name!r}, {{}})))")
+    return (f"import copy as _bfcl_copy\n\n\nclass {CLASS_NAME}:\n"
+            f'    """BFCL multi-turn: {names}, each loaded from its part of BFCL\'s '
+            f'initial_config."""\n\n'
+            f"    def __init__(self, init_config):\n"
+            f"        initial = init_config.get({CONFIG_KEY!r}, {{}})\n"
+            + "\n".join(setup) + "\n\n" + "\n\n".join(methods))

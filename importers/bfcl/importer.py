@@ -1,0 +1,285 @@
+"""BFCL multi-turn questions into catalogue environments: one environment per set of classes
+that questions involve together, one scenario per question.
+
+A question becomes a scenario whose ``turns`` are its user messages, each with that turn's
+ground-truth calls as its reference calls, and whose checks compare each stateful class's final
+state with the one the ground truth leaves. That state is found by replaying the ground truth in a
+sandbox (the classes never run in this process), the same way the gateway will run it, so the
+reference solution earns reward 1.0 by construction. A question that cannot be imported (a turn
+without a user message, a call that does not parse or does not fit its tool's schema, a class
+that does not load) is reported with its id and the reason; the others still import.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from contextlib import AsyncExitStack
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from envformat.loader import ENV_MANIFEST, ENV_SCENARIOS, ENV_SOURCE, load_env, sync_manifest
+from envformat.models import ChecklistItem, Scenario, UserTurn
+from envformat.toolschema import derive_tools
+from importers.bfcl.calls import CallError, parse_call
+from importers.bfcl.checkout import Checkout, locate
+from importers.bfcl.envcode import CLASS_NAME, CONFIG_KEY, EnvCode, EnvCodeError, build
+from sandbox.errors import RuntimeFault, SandboxError
+from sandbox.sandbox import Sandbox
+from synth.sandboxes import SandboxHub
+
+CATEGORIES = ("base", "miss_param")
+PIPELINE_PREFIX = "bfcl-import@"
+SEED = 0
+
+
+class QuestionError(ValueError):
+    """A question that cannot become a scenario."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    record: str  # a question id, or the environment's id
+    reason: str
+
+
+@dataclass(frozen=True)
+class ImportedEnv:
+    env_id: str
+    classes: tuple[str, ...]
+    tools: int
+    scenarios: int
+    warnings: tuple[str, ...]
+    path: str
+
+
+@dataclass
+class BfclReport:
+    checkout: str
+    out: str
+    categories: tuple[str, ...]
+    questions: int = 0
+    imported: list[ImportedEnv] = field(default_factory=list)
+    errors: list[Problem] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {"questions": self.questions, "envs_imported": len(self.imported),
+                "scenarios_imported": sum(env.scenarios for env in self.imported),
+                "not_imported": len(self.errors)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"checkout": self.checkout, "out": self.out, "categories": list(self.categories),
+                "counts": self.counts(), "imported": [asdict(env) for env in self.imported],
+                "errors": [asdict(problem) for problem in self.errors]}
+
+
+@dataclass
+class _Group:
+    """The questions of one set of classes."""
+
+    classes: tuple[str, ...]
+    questions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def env_id(self) -> str:
+        return ("bfcl-" + "-".join(name.lower() for name in self.classes))[:64]
+
+
+async def import_bfcl(root: Path, out: Path, hub: SandboxHub, *,
+                      categories: tuple[str, ...] = ("base",),
+                      created: str | None = None) -> BfclReport:
+    """Import ``categories`` of the checkout at ``root`` into ``out``; raises ``CheckoutError``
+    when the checkout lacks what the import needs."""
+    unknown = set(categories) - set(CATEGORIES)
+    if unknown:
+        raise ValueError(f"unknown categories {sorted(unknown)}: choose from {CATEGORIES}")
+    checkout = locate(root)
+    report = BfclReport(checkout=str(root), out=str(out), categories=categories)
+    groups: dict[tuple[str, ...], _Group] = {}
+    for category in categories:
+        questions, answers = checkout.questions(category)
+        report.questions += len(questions)
+        for question in questions:
+            question = {**question, "ground_truth": answers.get(question.get("id"))}
+            classes = tuple(sorted(question.get("involved_classes") or ()))
+            groups.setdefault(classes, _Group(classes)).questions.append(question)
+    for group in groups.values():
+        await _import_group(checkout, group, out, hub, report, created or date.today().isoformat())
+    return report
+
+
+async def _import_group(checkout: Checkout, group: _Group, out: Path, hub: SandboxHub,
+                        report: BfclReport, created: str) -> None:
+    try:
+        code = build(checkout, list(group.classes))
+    except EnvCodeError as exc:
+        report.errors += [Problem(q.get("id", "?"), str(exc)) for q in group.questions]
+        return
+    tools = derive_tools(code.source, CLASS_NAME)
+    validators = {tool["function"]["name"]: Draft202012Validator(tool["function"]["parameters"])
+                  for tool in tools}
+    scenarios: list[Scenario] = []
+    async with _Replayer(hub, code, group.env_id) as replayer:
+        for question in group.questions:
+            try:
+                turns = _turns(question, code, validators)
+                init_config = {CONFIG_KEY: {name: (question.get("initial_config") or {})
+                                            .get(name, {}) for name in group.classes}}
+                final = await replayer.final_state(init_config, turns)
+                scenarios.append(_scenario(question, group, init_config, turns, final))
+            except QuestionError as exc:
+                report.errors.append(Problem(question.get("id", "?"), str(exc)))
+    if not scenarios:
+        report.errors.append(Problem(group.env_id, "no question of these classes imported"))
+        return
+    path = _write(out, group, code, tools, scenarios, created)
+    report.imported.append(ImportedEnv(group.env_id, group.classes, len(tools), len(scenarios),
+                                       code.warnings, str(path)))
+
+
+def _turns(question: dict[str, Any], code: EnvCode,
+           validators: dict[str, Draft202012Validator]) -> list[UserTurn]:
+    messages = question.get("question") or []
+    truth = question.get("ground_truth")
+    if not isinstance(truth, list) or len(truth) != len(messages):
+        raise QuestionError("its ground truth does not have one list of calls per turn")
+    turns = []
+    for number, (turn, calls) in enumerate(zip(messages, truth, strict=True)):
+        text = "\n".join(m.get("content", "") for m in turn if m.get("role") == "user").strip()
+        if not text:
+            raise QuestionError(f"turn {number} has no user message")
+        try:
+            solution = [parse_call(call, code.tools) for call in calls]
+        except CallError as exc:
+            raise QuestionError(f"turn {number}: {exc}") from None
+        for call in solution:
+            error = best_match(validators[call.name].iter_errors(call.arguments))
+            if error is not None:
+                raise QuestionError(f"turn {number}: {call.name}: {error.message}")
+        turns.append(UserTurn(user=text, solution=solution))
+    return turns
+
+
+class _Replayer:
+    """Replays ground truths in one sandbox of ``hub``, reset between questions, replaced when a
+    question's replay ends it (a call past its deadline, a crash)."""
+
+    def __init__(self, hub: SandboxHub, code: EnvCode, purpose: str) -> None:
+        self.hub, self.code, self.purpose = hub, code, purpose
+        self.stack = AsyncExitStack()
+        self.box: Sandbox | None = None
+        self.loaded = False
+
+    async def __aenter__(self) -> _Replayer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stack.aclose()
+
+    async def final_state(self, init_config: dict[str, Any],
+                          turns: list[UserTurn]) -> dict[str, Any]:
+        """The state the ground truth leaves; a tool's failure is a result, as in BFCL."""
+        try:
+            return await self._replay(init_config, turns)
+        except RuntimeFault as exc:
+            self.loaded = False
+            raise QuestionError(f"the ground truth does not replay: {exc.kind}: "
+                                f"{exc.message}") from None
+        except SandboxError as exc:
+            await self.stack.aclose()
+            self.stack, self.box, self.loaded = AsyncExitStack(), None, False
+            raise QuestionError(f"the ground truth ended its sandbox: {exc}") from None
+
+    async def _replay(self, init_config: dict[str, Any],
+                      turns: list[UserTurn]) -> dict[str, Any]:
+        limits = self.hub.limits
+        if self.box is None:
+            self.box = await self.stack.enter_async_context(self.hub.sandbox(self.purpose))
+        if self.loaded:
+            await self.box.reset(init_config=init_config, seed=SEED, timeout=limits.load_timeout)
+        else:
+            await self.box.load(source=self.code.source, class_name=CLASS_NAME,
+                                tools=list(self.code.tools), init_config=init_config, seed=SEED,
+                                max_result_bytes=limits.max_result_bytes,
+                                timeout=limits.load_timeout)
+            self.loaded = True
+        for call in (call for turn in turns for call in turn.solution or ()):
+            try:
+                await self.box.call(call.name, call.arguments, timeout=limits.call_timeout)
+            except RuntimeFault as exc:
+                if exc.kind not in ("ToolException", "ResultTooLarge"):
+                    raise
+        state: dict[str, Any] = await self.box.state(timeout=limits.call_timeout)
+        return state
+
+
+def _scenario(question: dict[str, Any], group: _Group, init_config: dict[str, Any],
+              turns: list[UserTurn], final: dict[str, Any]) -> Scenario:
+    checks = [ChecklistItem(item=f"Is the state of {name} the one BFCL's ground truth leaves?",
+                            check_func=_state_check(name, final[name]))
+              for name in group.classes if final.get(name)]
+    if not checks:
+        raise QuestionError("its classes hold no state to check")
+    return Scenario(id=question["id"], split="eval", task=turns[0].user, init_config=init_config,
+                    checklist=checks, turns=turns)
+
+
+def _state_check(name: str, expected: Any) -> str:
+    text = json.dumps(expected, ensure_ascii=False, sort_keys=False, separators=(",", ":"))
+    return ("def check_func(final_state):\n"
+            "    import json\n"
+            f"    return final_state.get({name!r}) == json.loads({text!r})\n")
+
+
+def _write(out: Path, group: _Group, code: EnvCode, tools: list[dict[str, Any]],
+           scenarios: list[Scenario], created: str) -> Path:
+    """The environment's folder, assembled and loaded in a staging folder, then moved in place
+    (an earlier import of the same id is replaced)."""
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=out))
+    try:
+        folder = staging / group.env_id
+        folder.mkdir()
+        (folder / ENV_SOURCE).write_text(code.source, encoding="utf-8")
+        (folder / ENV_MANIFEST).write_text(json.dumps(_manifest(group, tools, created)),
+                                           encoding="utf-8")
+        (folder / ENV_SCENARIOS).write_text(
+            "".join(s.model_dump_json() + "\n" for s in scenarios), encoding="utf-8")
+        sync_manifest(folder)
+        load_env(folder)
+        target = out / group.env_id
+        if target.exists():
+            shutil.rmtree(target)
+        folder.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _manifest(group: _Group, tools: list[dict[str, Any]], created: str) -> dict[str, Any]:
+    names = ", ".join(group.classes)
+    return {
+        "id": group.env_id, "class_name": CLASS_NAME,
+        "summary": f"BFCL multi-turn classes {names}.",
+        "introduction": f"The BFCL multi-turn environment of {names}, imported from a BFCL "
+                        "checkout: its classes as BFCL wrote them, its function docs as tools.",
+        "state_space": [{"entity": name, "attributes": "its public attributes",
+                         "description": f"The {name} instance."} for name in group.classes],
+        "constraint_rules": [],
+        "operations": [{"name": tool["function"]["name"],
+                        "description": tool["function"]["description"], "type": "state_change"}
+                       for tool in tools],
+        "tools": [],
+        "provenance": {"model": "bfcl", "created": created,
+                       "pipeline_version": PIPELINE_PREFIX + group.env_id,
+                       "content_hash": "sha256:" + "0" * 64},
+    }
+
+
+__all__ = ["CATEGORIES", "BfclReport", "ImportedEnv", "Problem", "import_bfcl"]

@@ -1,0 +1,40 @@
+"""The env.py made from BFCL classes (the miniature checkout of tests/fixtures/bfcl), read only:
+tools from BFCL's function docs with the classes' defaults, sibling modules inlined once, nested
+classes serving what their __eq__ compares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envformat.toolschema import derive_tools
+from importers.bfcl.checkout import CheckoutError, locate
+from importers.bfcl.envcode import CLASS_NAME, EnvCodeError, build
+
+CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "bfcl"
+
+
+def test_the_wrapper_exposes_the_documented_functions_of_every_class() -> None:
+    code = build(locate(CHECKOUT), ["NoteAPI", "PantryAPI"])
+    assert code.tools == {"login": ["owner"], "write_note": ["title", "text", "tag"],
+                          "list_jars": ["shelf"], "use": ["label", "cups"],
+                          "move_jar": ["label", "to_shelf"], "shopping": ["add"]}
+    schemas = {tool["function"]["name"]: tool["function"]
+               for tool in derive_tools(code.source, CLASS_NAME)}
+    assert schemas["use"]["description"] == "Take some cups out of a jar."
+    assert schemas["use"]["parameters"]["properties"]["cups"] == {
+        "type": "number", "description": "How many cups to take.", "default": 1.0}
+    assert schemas["use"]["parameters"]["required"] == ["label"]
+    assert schemas["shopping"]["parameters"]["properties"]["add"]["type"] == ["array", "null"]
+    assert code.source.count("GRAMS_PER_CUP = 120") == 1
+    assert "from .kitchen_units" not in code.source
+    assert "Jar.__getstate__ = _bfcl_compared('label', 'grams')" in code.source
+    assert "PantryAPI.__getstate__" not in code.source  # the top level keeps every attribute
+
+
+def test_unknown_classes_and_missing_checkouts_are_errors() -> None:
+    with pytest.raises(EnvCodeError, match="no class TravelAPI"):
+        build(locate(CHECKOUT), ["TravelAPI"])
+    with pytest.raises(CheckoutError, match="is it a gorilla checkout"):
+        locate(CHECKOUT / "berkeley-function-call-leaderboard" / "bfcl")
