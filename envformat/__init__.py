@@ -1,4 +1,4 @@
-"""The environment format: manifest and scenario models, catalogue loader, tool schemas from source."""
+"""The environment format: manifest and scenario models, catalogue loader, tool schemas."""
 
 from envformat.loader import (
     Catalogue,

@@ -25,10 +25,12 @@ from pydantic import BaseModel, ValidationError
 
 from envformat.models import EnvManifest, Scenario, ToolCall
 from envformat.toolschema import ToolSchemaError, derive_tools, public_tool_names
+from sandbox.runtime import mergepatch
 
 ENV_SOURCE = "env.py"
 ENV_MANIFEST = "env.json"
 ENV_SCENARIOS = "scenarios.jsonl"
+ENV_DATA = "data"  # shared data files that scenarios name in ``init_data``
 CHECK_FUNC = "check_func"
 
 M = TypeVar("M", bound=BaseModel)
@@ -60,6 +62,9 @@ class EnvPackage:
     source: str
     scenarios: tuple[Scenario, ...]
     skipped: tuple[FormatError, ...] = ()  # the scenario lines left out, each with its reason
+    # The ``data/`` files the scenarios name, as JSON texts: each read once, whatever the number
+    # of scenarios that share it.
+    data: dict[str, str] = field(default_factory=dict)
 
     @property
     def tool_names(self) -> list[str]:
@@ -72,6 +77,13 @@ class EnvPackage:
 
     def scenario(self, scenario_id: str) -> Scenario | None:
         return next((scenario for scenario in self.scenarios if scenario.id == scenario_id), None)
+
+    def initial_config(self, scenario: Scenario) -> dict[str, Any]:
+        """The whole initial configuration of ``scenario``: its ``init_config``, or its patch on
+        top of its data file. For tooling; the gateway sends the two parts to the sandbox."""
+        if scenario.init_data is None:
+            return mergepatch.apply({}, scenario.init_config)
+        return mergepatch.apply(json.loads(self.data[scenario.init_data]), scenario.init_config)
 
 
 @dataclass(frozen=True)
@@ -131,11 +143,12 @@ def load_env(path: Path, *, strict: bool = False) -> EnvPackage:
     if manifest.tools != tools:
         raise FormatError(manifest_path, f"differ from the schemas derived from {ENV_SOURCE}; "
                           f"{sync_hint}", field=_first_difference("tools", manifest.tools, tools))
-    scenarios, skipped = _load_scenarios(path / ENV_SCENARIOS, manifest)
+    data = _DataFiles(path / ENV_DATA)
+    scenarios, skipped = _load_scenarios(path / ENV_SCENARIOS, manifest, data)
     if strict and skipped:
         raise skipped[0]
     return EnvPackage(path=path, manifest=manifest, source=source, scenarios=scenarios,
-                      skipped=skipped)
+                      skipped=skipped, data=data.texts)
 
 
 def sync_manifest(env_dir: Path) -> bool:
@@ -165,7 +178,39 @@ def sync_manifest(env_dir: Path) -> bool:
 
 # --- scenarios ----------------------------------------------------------------------------------
 
-def _load_scenarios(path: Path, manifest: EnvManifest
+class _DataFiles:
+    """The data files of one folder, each read and checked on its first mention only."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.texts: dict[str, str] = {}
+        self.problems: dict[str, str] = {}
+
+    def require(self, name: str) -> None:
+        """Raise ValueError saying why ``name`` cannot be a scenario's initial data."""
+        if name not in self.texts and name not in self.problems:
+            self._read(name)
+        if name in self.problems:
+            raise ValueError(self.problems[name])
+
+    def _read(self, name: str) -> None:
+        path = self.folder / name
+        try:
+            text = path.read_text(encoding="utf-8")
+            parsed = json.loads(text)
+        except (OSError, UnicodeDecodeError) as exc:
+            self.problems[name] = f"cannot read {ENV_DATA}/{name}: {exc}"
+        except ValueError as exc:
+            self.problems[name] = f"{ENV_DATA}/{name} is not JSON: {exc}"
+        else:
+            if isinstance(parsed, dict):
+                self.texts[name] = text
+            else:
+                self.problems[name] = (f"{ENV_DATA}/{name} holds a {type(parsed).__name__}, "
+                                       "not an object")
+
+
+def _load_scenarios(path: Path, manifest: EnvManifest, data: _DataFiles
                     ) -> tuple[tuple[Scenario, ...], tuple[FormatError, ...]]:
     """The good scenarios of ``path``, and why each other line was skipped."""
     text = _read_text(path)
@@ -179,7 +224,7 @@ def _load_scenarios(path: Path, manifest: EnvManifest
         if not raw.strip():
             continue
         try:
-            scenario = _scenario(raw, path, number, validators, manifest.id, first_line)
+            scenario = _scenario(raw, path, number, validators, manifest.id, first_line, data)
         except FormatError as exc:
             skipped.append(exc)
             continue
@@ -196,7 +241,7 @@ def _load_scenarios(path: Path, manifest: EnvManifest
 
 
 def _scenario(raw: str, path: Path, number: int, validators: dict[str, Draft202012Validator],
-              env_id: str, first_line: dict[str, int]) -> Scenario:
+              env_id: str, first_line: dict[str, int], data: _DataFiles) -> Scenario:
     """Line ``number`` as a checked scenario; FormatError says why it cannot be one."""
     try:
         data = json.loads(raw)
@@ -208,6 +253,11 @@ def _scenario(raw: str, path: Path, number: int, validators: dict[str, Draft2020
         raise FormatError(path, f"duplicate scenario id {scenario.id!r} (first on line "
                           f"{first_line[scenario.id]})", line=number, field="id")
     _check_scenario(scenario, validators, path, number, env_id)
+    if scenario.init_data is not None:
+        try:
+            data.require(scenario.init_data)
+        except ValueError as exc:
+            raise FormatError(path, str(exc), line=number, field="init_data") from None
     return scenario
 
 

@@ -25,6 +25,7 @@ ENV_ID_PATTERN = r"^[a-z0-9][a-z0-9_\-]{0,63}$"
 SCENARIO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 CONTENT_HASH_PATTERN = r"^sha256:[0-9a-f]{64}$"
 CLASS_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+DATA_FILE_PATTERN = r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,127}\.json$"
 
 
 class _Strict(BaseModel):
@@ -137,13 +138,18 @@ class Scenario(_Optional):
     scenario without a solution (e.g. imported from the EnvScaler release) may be unverified.
     ``clock_start`` (ISO 8601 date-time) overrides the environment's.
 
+    ``init_data``: a file of the environment's ``data/`` folder (a JSON object, e.g. a shop's
+    whole database) that many scenarios share; ``init_config`` is then a JSON merge patch (RFC
+    7386) of this scenario's changes on top of it, and the database is read, held and sent once
+    rather than once per scenario line.
+
     ``turns``: a user who speaks several times (as in BFCL multi-turn): the user's messages in
     order, the first being ``task``, each with the reference calls that answer it. The file then
     has no ``solution`` of its own: it is the turns' calls in order, derived here, so whatever
     replays a solution replays a multi-turn one too (and it is not written back).
     """
 
-    _OPTIONAL = ("clock_start", "turns")
+    _OPTIONAL = ("clock_start", "turns", "init_data")
 
     id: str = Field(pattern=SCENARIO_ID_PATTERN)
     split: Literal["train", "rl", "eval"]
@@ -154,6 +160,7 @@ class Scenario(_Optional):
     verified: bool = True
     clock_start: str | None = None
     turns: list[UserTurn] | None = Field(None, min_length=1)
+    init_data: str | None = Field(None, pattern=DATA_FILE_PATTERN)
 
     _clock_start = field_validator("clock_start")(_instant)
 

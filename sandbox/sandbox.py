@@ -81,23 +81,28 @@ class Sandbox:
     async def ping(self, timeout: float = 2.0) -> dict[str, Any]:
         return await self._request(timeout, "ping")
 
-    async def load(self, *, source: str, class_name: str, tools: list[str], init_config: dict[str, Any],
-                   seed: int, max_result_bytes: int, timeout: float,
-                   max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
-                   clock_start: str | None = None) -> list[str]:
-        """``clock_start``: ISO 8601 date-time of the virtual clock's start (runtime default when
+    async def load(self, *, source: str, class_name: str, tools: list[str],
+                   init_config: dict[str, Any] | str, seed: int, max_result_bytes: int,
+                   timeout: float, max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
+                   clock_start: str | None = None,
+                   init_patch: dict[str, Any] | None = None) -> list[str]:
+        """``init_config``: an object or its JSON text (cheaper for a large database: the
+        runtime parses a fresh copy per build), with ``init_patch`` merged on top when given.
+        ``clock_start``: ISO 8601 date-time of the virtual clock's start (runtime default when
         None)."""
         self.max_result_bytes, self.max_state_bytes = max_result_bytes, max_state_bytes
-        result = await self._request(timeout, "load", source=source, class_name=class_name, tools=tools,
-                                     init_config=init_config, seed=seed,
-                                     max_result_bytes=max_result_bytes, clock_start=clock_start)
+        result = await self._request(timeout, "load", source=source, class_name=class_name,
+                                     tools=tools, init_config=init_config, init_patch=init_patch,
+                                     seed=seed, max_result_bytes=max_result_bytes,
+                                     clock_start=clock_start)
         return result["tools"]
 
-    async def reset(self, *, init_config: dict[str, Any], seed: int, timeout: float,
-                    clock_start: str | None = None) -> list[str]:
+    async def reset(self, *, init_config: dict[str, Any] | str, seed: int, timeout: float,
+                    clock_start: str | None = None,
+                    init_patch: dict[str, Any] | None = None) -> list[str]:
         """``clock_start`` None keeps the clock start of the load or last reset."""
-        result = await self._request(timeout, "reset", init_config=init_config, seed=seed,
-                                     clock_start=clock_start)
+        result = await self._request(timeout, "reset", init_config=init_config,
+                                     init_patch=init_patch, seed=seed, clock_start=clock_start)
         return result["tools"]
 
     # ``executed``: the tool calls the caller recorded since the load or reset; the runtime

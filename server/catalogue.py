@@ -20,6 +20,7 @@ import jsonschema_rs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
+from common.jsoncodec import dump_bytes, dumps
 from envformat.loader import EnvPackage, load_catalogue
 from envformat.models import EnvManifest, Scenario
 from sandbox.runtime.determinism import DEFAULT_START
@@ -42,6 +43,26 @@ SUBSCHEMA_MAPS = ("properties",)
 SUBSCHEMAS = ("additionalProperties", "items")
 
 
+@dataclass(frozen=True)
+class Initial:
+    """Where a session starts, as the sandbox receives it: a JSON text (a scenario's
+    ``init_config``, the data file it builds on, or a caller's ``init_config``) and, over a data
+    file, the scenario's merge patch. A scenario's is made once and shared by every session that
+    starts from it; a session's record only names its scenario."""
+
+    text: str
+    patch: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, init_config: dict[str, Any]) -> Initial:
+        return cls(dumps(init_config))
+
+    @property
+    def size(self) -> int:
+        """Characters of JSON the sandbox receives: what a session's state starts from."""
+        return len(self.text) + (len(dump_bytes(self.patch)) if self.patch else 0)
+
+
 @dataclass
 class ServedEnv:
     """One environment with what the hot path needs precomputed."""
@@ -53,6 +74,8 @@ class ServedEnv:
     # tool -> jsonschema_rs's is_valid, for the schemas of FAST_KEYWORDS only
     accepts: dict[str, Callable[[Any], bool]] = field(default_factory=dict)
     scenarios_by_id: dict[str, Scenario] = field(default_factory=dict)
+    # scenario id -> its Initial, made on first use (a data file's text is the package's own)
+    initials: dict[str, Initial] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -79,6 +102,17 @@ class ServedEnv:
         the runtime's default (explicit, so that a reset into another scenario moves it)."""
         scenario = None if scenario_id is None else self.scenario(scenario_id)
         return (scenario and scenario.clock_start) or self.manifest.clock_start or DEFAULT_START
+
+    def initial(self, scenario_id: str) -> Initial:
+        initial = self.initials.get(scenario_id)
+        if initial is None:
+            scenario = self.scenario(scenario_id)
+            if scenario.init_data is None:
+                initial = Initial.of(scenario.init_config)
+            else:
+                initial = Initial(self.package.data[scenario.init_data], scenario.init_config)
+            initial = self.initials[scenario_id] = initial
+        return initial
 
     def scenario(self, scenario_id: str) -> Scenario:
         scenario = self.scenarios_by_id.get(scenario_id)

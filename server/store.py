@@ -11,8 +11,9 @@ Keys
 ``envscaler:session:{id}`` — HASH, the session record
     ``env``               environment id
     ``scenario``          scenario id of the current epoch; empty for a custom ``init_config``
+                          (a scenario's initial configuration is the catalogue's, never copied
+                          here: a call never reads a database, however large)
     ``seed``              integer seed of the current epoch
-    ``init_config``       JSON of the current epoch's initial configuration
     ``epoch``             0 at creation, +1 per reset
     ``epoch_start``       index in the ``:calls`` list of the current epoch's first call
     ``length``            entries in the ``:calls`` list, all epochs, reset markers included (the
@@ -47,6 +48,9 @@ Keys
 
     {"kind": "reset", "index", "epoch", "scenario", "seed", "time"[, "init_config"]}
 
+``envscaler:session:{id}:init`` — STRING, the JSON of the current epoch's custom ``init_config``
+  (only while it has one): read to rebuild or reset the session, never by a call
+
 ``envscaler:session:{id}:call-ids`` — HASH, ``call_id`` -> index of its latest entry in
   ``:calls``. A call_id is scoped to its epoch: an index before ``epoch_start`` names a call of an
   earlier episode, and the same call_id after a reset is a new call
@@ -78,10 +82,11 @@ Expiry
 ======
 
 On every activity (a commit, or taking the lock of an active session: a request that reaches it,
-even one that then fails) the three session keys get ``EXPIRE session_ttl + record_ttl`` and the
-session's score in the live set is the time. When a session
-is closed or expires, they get ``EXPIRE record_ttl``: the record and trajectory stay readable for
-that long (``GET /v1/sessions/{id}``, ``/trajectory``, ``/state``, ``/validate``), then vanish.
+even one that then fails) the session's keys (record, trajectory, call ids, custom init) get
+``EXPIRE session_ttl + record_ttl`` and the session's score in the live set is the time. When a
+session is closed or expires, they get ``EXPIRE record_ttl``: the record and trajectory stay
+readable for that long (``GET /v1/sessions/{id}``, ``/trajectory``, ``/state``, ``/validate``),
+then vanish.
 """
 
 from __future__ import annotations
@@ -120,29 +125,13 @@ def lock_key(session_id: str) -> str:
     return f"{PREFIX}:session:{session_id}:lock"
 
 
+def init_key(session_id: str) -> str:
+    return f"{PREFIX}:session:{session_id}:init"
+
+
 def _utf8_bytes(text: str) -> int:
     """What a text takes in Redis (the ``size`` of a session's entries)."""
     return len(text.encode("utf-8", "surrogatepass"))
-
-
-class _DecodedOnRead:
-    """A dataclass field holding a JSON object that may be given as its text, decoded on first
-    read. A tool call reads the whole record but never its ``init_config`` (a few KB), and decoding
-    it on every request was a tenth of the call's Redis cost."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.slot = f"_{name}"
-
-    def __get__(self, record: Any, owner: type | None = None) -> Any:
-        if record is None:
-            raise AttributeError(self.slot)  # no class-level default: the field stays required
-        value = record.__dict__[self.slot]
-        if isinstance(value, str):
-            value = record.__dict__[self.slot] = loads(value or "{}")
-        return value
-
-    def __set__(self, record: Any, value: Any) -> None:
-        record.__dict__[self.slot] = value
 
 
 @dataclass
@@ -151,7 +140,6 @@ class Record:
     env: str
     scenario: str | None
     seed: int
-    init_config: dict[str, Any] = _DecodedOnRead()  # type: ignore[assignment]
     epoch: int
     epoch_start: int
     length: int
@@ -174,7 +162,6 @@ class Record:
             env=raw["env"],
             scenario=raw.get("scenario") or None,
             seed=int(raw.get("seed", 0)),
-            init_config=raw.get("init_config") or "{}",  # type: ignore[arg-type]  # decoded on read
             epoch=int(raw.get("epoch", 0)),
             epoch_start=int(raw.get("epoch_start", 0)),
             length=int(raw.get("length", 0)),
@@ -195,7 +182,6 @@ class Record:
             "env": self.env,
             "scenario": self.scenario or "",
             "seed": str(self.seed),
-            "init_config": dumps(self.init_config),
             "epoch": str(self.epoch),
             "epoch_start": str(self.epoch_start),
             "length": str(self.length),
@@ -212,7 +198,7 @@ class Record:
         }
 
 
-# KEYS: lock, session, call-ids, calls, live
+# KEYS: lock, session, call-ids, calls, live, init
 # ARGV: token, lease (ms), call_id ("" for none), session id, now, ttl, touch ("1"/"0"),
 #       agent token hash ("" for an admin)
 # An agent token is checked first: a wrong one answers 0 and changes nothing (no lock, no touch).
@@ -234,14 +220,16 @@ if ARGV[7] == '1' and redis.call('ZSCORE', KEYS[5], ARGV[4]) then
   redis.call('EXPIRE', KEYS[2], ARGV[6])
   redis.call('EXPIRE', KEYS[4], ARGV[6])
   redis.call('EXPIRE', KEYS[3], ARGV[6])
+  redis.call('EXPIRE', KEYS[6], ARGV[6])
 end
 if ARGV[3] == '' then return {redis.call('HGETALL', KEYS[2])} end
 return {redis.call('HGETALL', KEYS[2]), redis.call('HGET', KEYS[3], ARGV[3])}
 """
 
-# KEYS: lock, session, calls, call-ids, live
+# KEYS: lock, session, calls, call-ids, live, init
 # ARGV: token, entry JSON ("" for none), call_id ("" for none), index, now, ttl, release ("1"/"0"),
-#       session id, then field/value pairs of the record (``committed`` = token among them)
+#       session id, the custom init ("" unchanged, "-" none, "=" + its JSON), then field/value
+#       pairs of the record (``committed`` = token among them)
 # Idempotent: a commit is keyed by its lock's token (one commit per holding), so a retry of one
 # that was applied (its reply lost with a dropped connection) answers 2, "already applied", and
 # writes nothing again.
@@ -251,11 +239,14 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 if ARGV[2] ~= '' then redis.call('RPUSH', KEYS[3], ARGV[2]) end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[4], ARGV[3], ARGV[4]) end
-if #ARGV > 8 then redis.call('HSET', KEYS[2], unpack(ARGV, 9)) end
+if ARGV[9] == '-' then redis.call('DEL', KEYS[6])
+elseif ARGV[9] ~= '' then redis.call('SET', KEYS[6], string.sub(ARGV[9], 2)) end
+if #ARGV > 9 then redis.call('HSET', KEYS[2], unpack(ARGV, 10)) end
 redis.call('ZADD', KEYS[5], ARGV[5], ARGV[8])
 redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('EXPIRE', KEYS[3], ARGV[6])
 redis.call('EXPIRE', KEYS[4], ARGV[6])
+redis.call('EXPIRE', KEYS[6], ARGV[6])
 if ARGV[7] == '1' then redis.call('DEL', KEYS[1]) end
 return 1
 """
@@ -365,10 +356,14 @@ class SessionStore:
         pipe.expire(session_key(session_id), seconds)
         pipe.expire(calls_key(session_id), seconds)
         pipe.expire(call_ids_key(session_id), seconds)
+        pipe.expire(init_key(session_id), seconds)
 
-    async def create(self, record: Record) -> None:
+    async def create(self, record: Record, custom_init: str | None = None) -> None:
+        """Store a new session's record, and its ``init_config`` when the caller gave one."""
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(session_key(record.id), mapping=record.fields())
+            if custom_init is not None:
+                pipe.set(init_key(record.id), custom_init)
             pipe.zadd(LIVE, {record.id: record.updated})
             self._expire_all(pipe, record.id, self.active_ttl)
             await pipe.execute()
@@ -390,7 +385,7 @@ class SessionStore:
         replies = await self._hot(
             self._lock_and_load,
             [lock.name, session_key(session_id), call_ids_key(session_id),
-             calls_key(session_id), LIVE],
+             calls_key(session_id), LIVE, init_key(session_id)],
             [token, int(lock.timeout * 1000), call_id or "", session_id, repr(time.time()),
              self.active_ttl, "1" if touch else "0", token_hash or ""],
         )
@@ -408,6 +403,11 @@ class SessionStore:
             (Record.parse(session_id, raw) if raw else None),
             (int(index) if index is not None else None),
         )
+
+    async def custom_init(self, session_id: str) -> str | None:
+        """The JSON of the current epoch's custom ``init_config``; None for a scenario's."""
+        raw = await self.redis.get(init_key(session_id))
+        return raw.decode() if isinstance(raw, bytes) else raw
 
     async def agent_token_hash(self, session_id: str) -> str | None:
         return await self.redis.hget(session_key(session_id), "agent_token_hash")
@@ -448,10 +448,12 @@ class SessionStore:
         *,
         fields: dict[str, str] | None = None,
         release: bool = False,
+        custom_init: str | None = None,
+        drop_custom_init: bool = False,
     ) -> bool:
-        """Append ``entry`` (at index ``record.length``), write ``fields`` and the activity time,
-        and
-        refresh the expiry — only if ``lock`` is still held; optionally release it. One round trip.
+        """Append ``entry`` (at index ``record.length``), write ``fields`` (and ``custom_init``, or
+        drop the one there) and the activity time, and refresh the expiry — only if ``lock`` is
+        still held; optionally release it. One round trip.
 
         ``record`` is updated in place first (length when an entry is appended; ``updated``).
         False (and nothing written) when the lock's lease ran out. A commit that fails without
@@ -477,6 +479,7 @@ class SessionStore:
             self.active_ttl,
             "1" if release else "0",
             record.id,
+            "-" if drop_custom_init else "" if custom_init is None else "=" + custom_init,
         ]
         for name, value in changed.items():
             args += [name, value]
@@ -486,6 +489,7 @@ class SessionStore:
             calls_key(record.id),
             call_ids_key(record.id),
             LIVE,
+            init_key(record.id),
         ]
         try:
             done = bool(await self._hot(self._commit, keys, args))

@@ -12,11 +12,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import json
 import sys
 import traceback
 import types
 from typing import Any
 
+from sandbox.runtime import mergepatch
 from sandbox.runtime.determinism import DEFAULT_START, Determinism, parse_instant
 from sandbox.runtime.jsonsafe import NotData, to_json_safe
 from sandbox.runtime.protocol import OperationError, describe_exception, dumps
@@ -39,7 +41,8 @@ class _Recipe:
     source_lines: list[str]
     class_name: str
     tool_names: list[str]
-    init_config: dict[str, Any]
+    init_config: dict[str, Any] | str  # an object, or its JSON text (parsed anew per build)
+    init_patch: dict[str, Any] | None  # a JSON merge patch applied on top (mergepatch.py)
     seed: int
     start_ns: int
     max_result_bytes: int
@@ -69,9 +72,10 @@ class EnvHost:
     def loaded(self) -> bool:
         return self._env is not None
 
-    def load(self, source: str, class_name: str, tools: list[str], init_config: dict[str, Any],
-             seed: int, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
-             clock_start: str | None = None) -> dict[str, Any]:
+    def load(self, source: str, class_name: str, tools: list[str],
+             init_config: dict[str, Any] | str, seed: int,
+             max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, clock_start: str | None = None,
+             init_patch: dict[str, Any] | None = None) -> dict[str, Any]:
         _require_strings("tools", tools)
         if max_result_bytes <= 0:
             raise OperationError("BadRequest", "max_result_bytes must be positive")
@@ -82,19 +86,22 @@ class EnvHost:
             code = compile(source, ENV_FILENAME, "exec")
         except BaseException as exc:  # noqa: BLE001 - SyntaxError, or a compiler limit
             raise OperationError("LoadError", _describe_in_source(exc, source_lines)) from None
-        recipe = _Recipe(code, source_lines, class_name, tools, init_config, seed, start_ns,
-                         max_result_bytes)
+        recipe = _Recipe(code, source_lines, class_name, tools, init_config, init_patch, seed,
+                         start_ns, max_result_bytes)
         self._env = self._build(recipe)
         return {"tools": list(self._env.tools)}
 
-    def reset(self, init_config: dict[str, Any] | None = None, seed: int | None = None,
-              clock_start: str | None = None) -> dict[str, Any]:
-        """The environment built anew (module and instance); ``None`` keeps the previous value.
-        When it cannot be built the host is left unloaded rather than half reset."""
+    def reset(self, init_config: dict[str, Any] | str | None = None, seed: int | None = None,
+              clock_start: str | None = None,
+              init_patch: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The environment built anew (module and instance); ``None`` keeps the previous value
+        (a new ``init_config`` comes with its own ``init_patch``, none when absent). When it
+        cannot be built the host is left unloaded rather than half reset."""
         recipe = self._require().recipe
         recipe = dataclasses.replace(
             recipe,
             init_config=recipe.init_config if init_config is None else init_config,
+            init_patch=recipe.init_patch if init_config is None else init_patch,
             seed=recipe.seed if seed is None else seed,
             start_ns=recipe.start_ns if clock_start is None else _parse_clock_start(clock_start))
         self._env = None
@@ -220,7 +227,7 @@ def _class_attribute(cls: type, name: str) -> Any:
 
 def _instantiate(cls: type, recipe: _Recipe) -> Any:
     """As EnvScaler: the same config object goes to the constructor and into the attributes."""
-    init_config = copy.deepcopy(recipe.init_config)
+    init_config = _fresh_config(recipe)
     try:
         instance = cls(init_config) if _takes_positional(cls) else cls()
         for key, value in init_config.items():
@@ -229,6 +236,25 @@ def _instantiate(cls: type, recipe: _Recipe) -> Any:
         raise OperationError("LoadError", f"instantiating {cls.__name__} raised "
                              f"{_describe_in_source(exc, recipe.source_lines)}") from None
     return instance
+
+
+def _fresh_config(recipe: _Recipe) -> dict[str, Any]:
+    """A copy of the initial configuration that nothing else holds. From its JSON text when the
+    gateway sent one: parsing is the cheaper copy of a large database (a third less than
+    ``deepcopy``), and no object was built for the message itself."""
+    if isinstance(recipe.init_config, str):
+        try:
+            config = json.loads(recipe.init_config)
+        except ValueError as exc:
+            raise OperationError("LoadError", f"init_config is not JSON: {exc}") from None
+    else:
+        config = copy.deepcopy(recipe.init_config)
+    if recipe.init_patch is not None:
+        config = mergepatch.apply(config, recipe.init_patch)
+    if not isinstance(config, dict):
+        raise OperationError("LoadError", f"init_config is a {type(config).__name__}, not an "
+                             "object")
+    return config
 
 
 def _takes_positional(cls: type) -> bool:

@@ -14,10 +14,15 @@ Operations (fields beyond ``op``):
 - ``ping``                                   -> ``{"pid", "loaded", "executed"}`` (tool calls run
                                                 since the last load or reset)
 - ``load``  ``source, class_name, tools, init_config, seed``
-            [, ``max_result_bytes``, ``clock_start`` (ISO 8601; default 2025-01-01T09:00:00Z)]
-                                              -> ``{"tools": [...]}``
-- ``reset`` [``init_config``, ``seed``, ``clock_start``] -> ``{"tools": [...]}`` (null or absent:
-                                                the value of the load or last reset)
+            [, ``init_patch``, ``max_result_bytes``, ``clock_start`` (ISO 8601; default
+            2025-01-01T09:00:00Z)]             -> ``{"tools": [...]}``. ``init_config`` is an
+                                                object or its JSON text (parsed anew for every
+                                                build, the cheapest copy of a large database);
+                                                ``init_patch``, a JSON merge patch applied on top
+                                                (a scenario's changes to a shared database)
+- ``reset`` [``init_config``, ``init_patch``, ``seed``, ``clock_start``] -> ``{"tools": [...]}``
+                                                (null or absent: the value of the load or last
+                                                reset; a new ``init_config`` brings its own patch)
 - ``call``  ``name, arguments`` [, ``executed``] -> the tool's JSON-safe result
 - ``state`` [``executed``]                    -> the public attributes of the instance
 - ``snapshot`` [``executed``]                 -> ``{"initial", "final"}``: JSON texts of the state

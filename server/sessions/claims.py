@@ -5,22 +5,29 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from sandbox.errors import CallTimeout, CapacityExhausted, RuntimeFault, SandboxError, SandboxGone
 from sandbox.pool import SandboxPool
 from sandbox.sandbox import Sandbox
-from server.catalogue import ServedEnv
+from server.catalogue import Initial, ServedEnv
 from server.metrics import Metrics
 from server.sessions import faults
 from server.sessions.faults import Step
 from server.sessions.locking import SessionLocks
 from server.settings import Settings
-from server.store import Record, SessionLock
+from server.store import Record, SessionLock, SessionStore
 
 log = logging.getLogger("envscaler.server.sessions")
 
 PING_TIMEOUT = 2.0  # seconds a sandbox is given to answer a ping
+
+
+async def epoch_start(store: SessionStore, record: Record, env: ServedEnv) -> Initial:
+    """Where the record's current epoch started: its scenario's start (the catalogue's), or the
+    caller's own ``init_config``, stored with the session."""
+    if record.scenario is not None:
+        return env.initial(record.scenario)
+    return Initial(await store.custom_init(record.id) or "{}")
 
 
 @dataclass
@@ -46,14 +53,14 @@ class SandboxClaims:
         self,
         session_id: str,
         env: ServedEnv,
-        init_config: dict[str, Any],
+        initial: Initial,
         seed: int,
         *,
         scenario_id: str | None,
         held: tuple[SessionLock, Record] | None = None,
     ) -> Sandbox:
-        """Claim a sandbox and load ``env`` into it (``scenario_id`` None: a custom
-        ``init_config``). A sandbox that dies under the load (the
+        """Claim a sandbox and load ``env`` into it, from ``initial`` (``scenario_id`` None: the
+        caller's own ``init_config``). A sandbox that dies under the load (the
         engine, the kernel's OOM killer or gVisor's Sentry ended it after its claim) is replaced
         once. ``held``: the session's lock, renewed after each claim (a cold start may take a
         while). A sandbox claimed here and not returned is destroyed, whatever failed (the
@@ -63,7 +70,7 @@ class SandboxClaims:
             try:
                 if held is not None:
                     await self.locks.renew(*held)
-                await self._load(sandbox, env, init_config, seed, scenario_id)
+                await self._load(sandbox, env, initial, seed, scenario_id)
                 return sandbox
             except SandboxGone as exc:
                 await self.destroy_quietly(sandbox)
@@ -78,7 +85,7 @@ class SandboxClaims:
         raise AssertionError("unreachable")
 
     async def _load(
-        self, sandbox: Sandbox, env: ServedEnv, init_config: dict[str, Any], seed: int,
+        self, sandbox: Sandbox, env: ServedEnv, initial: Initial, seed: int,
         scenario_id: str | None,
     ) -> None:
         """Load ``env`` into a fresh sandbox; on failure raise ApiError (``SandboxGone``: it
@@ -88,7 +95,8 @@ class SandboxClaims:
                 source=env.source,
                 class_name=env.class_name,
                 tools=env.tool_names,
-                init_config=init_config,
+                init_config=initial.text,
+                init_patch=initial.patch,
                 seed=seed,
                 max_result_bytes=self.settings.max_result_bytes,
                 max_state_bytes=self.settings.max_state_bytes,

@@ -11,7 +11,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from server.auth import Principal, token_hash
-from server.catalogue import ServedCatalogue, ServedEnv
+from server.catalogue import Initial, ServedCatalogue, ServedEnv
 from server.errors import invalid_request, redis_failed
 from server.metrics import Metrics
 from server.sessions.access import check_session_id, checked, new_session_id
@@ -44,20 +44,20 @@ class Lifecycle:
     ) -> tuple[Record, ServedEnv, str, str | None]:
         """A new session on a loaded sandbox: (record, env, agent token, task)."""
         env = self.catalogue.env(env_id)
-        task = None
+        task, custom = None, None
         if scenario_id is not None:
             if init_config is not None:
                 raise invalid_request(
                     "give a scenario or an init_config, not both", field="init_config"
                 )
-            scenario = env.scenario(scenario_id)
-            init_config, task = scenario.init_config, scenario.task
-        elif init_config is None:
-            init_config = {}
+            initial, task = env.initial(scenario_id), env.scenario(scenario_id).task
+        else:
+            initial = Initial.of(init_config or {})
+            custom = initial.text
         session_id = new_session_id()
         agent_token = f"{session_id}.{secrets.token_urlsafe(24)}"
         started = time.perf_counter()
-        sandbox = await self.claims.claim_loaded(session_id, env, init_config, seed,
+        sandbox = await self.claims.claim_loaded(session_id, env, initial, seed,
                                                  scenario_id=scenario_id)
         now = time.time()
         record = Record(
@@ -65,7 +65,6 @@ class Lifecycle:
             env=env.id,
             scenario=scenario_id,
             seed=seed,
-            init_config=init_config,
             epoch=0,
             epoch_start=0,
             length=0,
@@ -79,7 +78,7 @@ class Lifecycle:
             updated=now,
         )
         try:
-            await self.store.create(record)
+            await self.store.create(record, custom)
         except BaseException as exc:
             await self.claims.destroy_quietly(sandbox)
             if isinstance(exc, RedisError):

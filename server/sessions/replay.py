@@ -27,7 +27,7 @@ from server.catalogue import ServedCatalogue
 from server.errors import backend_unavailable
 from server.metrics import Metrics
 from server.sessions import faults
-from server.sessions.claims import PING_TIMEOUT, SandboxClaims
+from server.sessions.claims import PING_TIMEOUT, SandboxClaims, epoch_start
 from server.sessions.faults import Step
 from server.sessions.locking import SessionLocks
 from server.settings import Settings
@@ -98,8 +98,9 @@ class Rebuilds:
     async def _claim_for(self, record: Record, lock: SessionLock) -> Sandbox:
         """A sandbox loaded with the start of the record's epoch, the lock renewed."""
         env = self.catalogue.env(record.env)
-        sandbox = await self.claims.claim_loaded(record.id, env, record.init_config,
-                                                 record.seed, scenario_id=record.scenario,
+        initial = await epoch_start(self.store, record, env)
+        sandbox = await self.claims.claim_loaded(record.id, env, initial, record.seed,
+                                                 scenario_id=record.scenario,
                                                  held=(lock, record))
         try:
             await self.locks.renew(lock, record)

@@ -8,15 +8,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from common.jsoncodec import dump_bytes, dumps
+from common.jsoncodec import dumps, loads
 from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone
 from sandbox.sandbox import Sandbox
 from server.auth import Principal
-from server.catalogue import ServedCatalogue, ServedEnv
+from server.catalogue import Initial, ServedCatalogue, ServedEnv
 from server.errors import backend_unavailable, invalid_request
 from server.sessions import faults
 from server.sessions.access import check_session_id, checked, require_active
-from server.sessions.claims import SandboxClaims
+from server.sessions.claims import SandboxClaims, epoch_start
 from server.sessions.faults import Step
 from server.sessions.locking import SessionLocks
 from server.sessions.quota import within_quota
@@ -58,27 +58,26 @@ class Resets:
             require_active(record)
             env = self.catalogue.env(record.env)
             task = None
-            if init_config is None:
+            if init_config is not None:
+                initial = Initial.of(init_config)
+            else:
                 scenario_id = scenario_id or record.scenario
-                if scenario_id is None:
-                    init_config = record.init_config  # a custom session resets to its own start
+                if scenario_id is None:  # a custom session resets to its own start
+                    initial = await epoch_start(self.store, record, env)
                 else:
-                    scenario = env.scenario(scenario_id)
-                    init_config, task = scenario.init_config, scenario.task
+                    initial, task = env.initial(scenario_id), env.scenario(scenario_id).task
             new_seed = record.seed if seed is None else seed
             custom = scenario_id is None
-            within_quota(record, self.settings,
-                         len(dump_bytes(init_config)) if custom else 0, result=False)
-            sandbox = await self._reset_in_place(record, env, scenario_id, init_config, new_seed)
+            within_quota(record, self.settings, initial.size if custom else 0, result=False)
+            sandbox = await self._reset_in_place(record, env, scenario_id, initial, new_seed)
             reused = sandbox is not None
             if sandbox is None:
                 sandbox = await self.claims.claim_loaded(
-                    session_id, env, init_config, new_seed, scenario_id=scenario_id,
+                    session_id, env, initial, new_seed, scenario_id=scenario_id,
                     held=(held.lock, record)
                 )
                 self.sandboxes.adopt(session_id, sandbox)
-            await self._record(record, held.lock, sandbox, scenario_id, init_config, new_seed,
-                               custom)
+            await self._record(record, held.lock, sandbox, scenario_id, initial, new_seed)
         log.info(
             "session reset session=%s env=%s scenario=%s seed=%d epoch=%d reused=%s",
             session_id,
@@ -91,14 +90,14 @@ class Resets:
         return record, task, reused
 
     async def _reset_in_place(self, record: Record, env: ServedEnv, scenario_id: str | None,
-                              init_config: dict[str, Any], seed: int) -> Sandbox | None:
+                              initial: Initial, seed: int) -> Sandbox | None:
         """The live sandbox, reset; None when there is none or it died or timed out meanwhile
         (a fresh one is loaded instead)."""
         sandbox = await self.sandboxes.live_sandbox(record)
         if sandbox is None:
             return None
         try:
-            await sandbox.reset(init_config=init_config, seed=seed,
+            await sandbox.reset(init_config=initial.text, init_patch=initial.patch, seed=seed,
                                 timeout=self.settings.load_timeout,
                                 clock_start=env.clock_start(scenario_id))
         except RuntimeFault as exc:
@@ -112,13 +111,13 @@ class Resets:
         return sandbox
 
     async def _record(self, record: Record, lock: SessionLock, sandbox: Sandbox,
-                      scenario_id: str | None, init_config: dict[str, Any], seed: int,
-                      custom: bool) -> None:
+                      scenario_id: str | None, initial: Initial, seed: int) -> None:
         """Start the new epoch: its marker in the trajectory and its counters at zero (releasing
         the lock). A reset that is not recorded drops its sandbox: the record still names the
         old epoch."""
         record.epoch += 1
-        record.scenario, record.seed, record.init_config = scenario_id, seed, init_config
+        record.scenario, record.seed = scenario_id, seed
+        custom = scenario_id is None
         record.epoch_start, record.step, record.executed, record.sandbox = (
             record.length + 1,
             0,
@@ -134,11 +133,10 @@ class Resets:
             "time": time.time(),
         }
         if custom:
-            marker["init_config"] = init_config
+            marker["init_config"] = loads(initial.text)
         fields = {
             "scenario": scenario_id or "",
             "seed": str(seed),
-            "init_config": dumps(init_config),
             "epoch": str(record.epoch),
             "epoch_start": str(record.epoch_start),
             "step": "0",
@@ -147,8 +145,9 @@ class Resets:
         }
         committed = False
         try:
-            committed = await self.store.commit(record, lock, marker, fields=fields,
-                                                release=True)
+            committed = await self.store.commit(
+                record, lock, marker, fields=fields, release=True,
+                custom_init=initial.text if custom else None, drop_custom_init=not custom)
         finally:
             if not committed:
                 await self.sandboxes.drop(record)

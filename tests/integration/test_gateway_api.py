@@ -16,6 +16,7 @@ from tests.integration.gateway_fixtures import (
     COUNTER,
     COUNTER_SCENARIOS,
     LIBRARY,
+    kill_sandbox,
     REPO_ROOT,
     running_gateway,
     sandbox_released,
@@ -371,7 +372,6 @@ async def test_redis_layout_of_a_session(make_settings, redis_client) -> None:
             "env",
             "scenario",
             "seed",
-            "init_config",
             "epoch",
             "sandbox",
             "owner",
@@ -389,7 +389,8 @@ async def test_redis_layout_of_a_session(make_settings, redis_client) -> None:
             record["step"],
             record["status"],
         ) == (COUNTER, "counter-1", "9", "1", "1", "active")
-        assert json.loads(record["init_config"]) == COUNTER_SCENARIOS[0]["init_config"]
+        # a scenario's initial configuration is the catalogue's: never copied into Redis
+        assert "init_config" not in record and not redis_client.exists(f"{key}:init")
         assert (
             json.loads(record["sandbox"])["id"]
             == (await client.get(f"/v1/sessions/{session_id}")).json()["sandbox_id"]
@@ -428,3 +429,28 @@ async def test_redis_layout_of_a_session(make_settings, redis_client) -> None:
         await client.delete(f"/v1/sessions/{session_id}")
         for suffix in ("", ":calls", ":call-ids"):
             assert 950 < redis_client.ttl(key + suffix) <= 1001, suffix
+
+
+async def test_a_custom_init_config_is_stored_once_beside_the_record(make_settings,
+                                                                    redis_client) -> None:
+    """The caller's own start lives in ``:init`` (read to rebuild or reset, never by a call),
+    follows the session's expiry, and goes when the session resets to a scenario."""
+    settings = make_settings(session_ttl=300.0, record_ttl=1000.0)
+    own = {"counters": {"x": 41}}
+    async with running_gateway(settings) as (_, client):
+        session_id = (await create(client, COUNTER, init_config=own))["session_id"]
+        key = f"envscaler:session:{session_id}"
+        assert "init_config" not in redis_client.hgetall(key)
+        assert json.loads(redis_client.get(f"{key}:init")) == own
+        await call(client, session_id, "increment", {"name": "x"})
+        assert 1250 < redis_client.ttl(f"{key}:init") <= 1301
+        # a rebuild starts from it: the sandbox killed, the next call replays on a new one
+        kill_sandbox(sandbox_handle(redis_client, session_id), Path(settings.socket_root))
+        assert (await call(client, session_id, "increment", {"name": "x"}))["result"]["data"][
+            "value"] == 43
+        reset = await client.post(f"/v1/sessions/{session_id}/reset", json={})
+        assert reset.status_code == 200, reset.text
+        assert (await call(client, session_id, "increment", {"name": "x"}))["result"]["data"][
+            "value"] == 42
+        await client.post(f"/v1/sessions/{session_id}/reset", json={"scenario": "counter-1"})
+        assert not redis_client.exists(f"{key}:init")

@@ -77,7 +77,6 @@ def test_record_round_trips_through_redis_fields() -> None:
         env="e",
         scenario=None,
         seed=7,
-        init_config={"a": [1, "ü"]},
         epoch=2,
         epoch_start=5,
         length=9,
