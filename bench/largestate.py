@@ -3,8 +3,10 @@ office) served with a generated database of 1, 3 and 30 MB beside a small enviro
 gateway: open, a read-only call, a state read, a solved episode's validation, and what Redis keeps
 per closed session.
 
-The databases are generated here, deterministically, into a scratch catalogue (never committed);
-each size is one scenario whose reference solution cancels one order and re-addresses another.
+The databases are generated here, deterministically, into a scratch catalogue (never committed):
+each size is a data file of the environment (``data/db-<size>.json``) and one scenario built on
+it (``init_data``) whose merge patch moves one order, and whose reference solution cancels one
+order and re-addresses another.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 
 from bench.http import HttpConnection
 from bench.stats import summary
+from envformat.loader import ENV_DATA
+from sandbox.runtime import mergepatch
 
 ENV_ID = "order_desk"
 ENV_DIR = Path(__file__).parent / "envs" / ENV_ID
@@ -81,8 +85,14 @@ def _check(name: str, body: str) -> dict[str, str]:
     return {"item": name, "check_func": f"def check_func(final_state):\n    {body}\n"}
 
 
-def scenario(megabytes: float) -> dict[str, Any]:
-    state = database(megabytes)
+def data_file(megabytes: float) -> str:
+    return f"db-{megabytes:g}mb.json"
+
+
+def scenario(megabytes: float, state: dict[str, Any]) -> dict[str, Any]:
+    """The scenario line over ``state`` (the database of ``data_file(megabytes)``)."""
+    patch = {"orders": {"O-0000002": {"shipping_address": "2 Old Road, Leeds LS1"}}}
+    state = mergepatch.apply(state, patch)
     first = state["orders"]["O-0000001"]
     restocked = {i["sku"]: state["products"][i["sku"]]["stock"] + i["quantity"]
                  for i in first["items"]}
@@ -100,7 +110,8 @@ def scenario(megabytes: float) -> dict[str, Any]:
     return {"id": scenario_id(megabytes), "split": "eval",
             "task": "Customer C-000001 asks to cancel order O-0000001 and to ship order O-0000002 "
                     f"to {NEW_ADDRESS}.",
-            "init_config": state, "checklist": checks, "solution": SOLUTION}
+            "init_data": data_file(megabytes), "init_config": patch, "checklist": checks,
+            "solution": SOLUTION}
 
 
 def write_catalogue(root: Path, sizes: tuple[float, ...] = SIZES_MB,
@@ -108,7 +119,7 @@ def write_catalogue(root: Path, sizes: tuple[float, ...] = SIZES_MB,
     """A catalogue at ``root``: `order_desk` with one scenario per size, and copies of the
     environment folders ``beside`` (the small environment to compare with)."""
     folder = root / ENV_ID
-    folder.mkdir(parents=True)
+    (folder / ENV_DATA).mkdir(parents=True)
     for name in ("env.py", "env.json"):
         shutil.copyfile(ENV_DIR / name, folder / name)
     for env_dir in beside:
@@ -116,8 +127,11 @@ def write_catalogue(root: Path, sizes: tuple[float, ...] = SIZES_MB,
     sized = []
     with (folder / "scenarios.jsonl").open("w") as out:
         for megabytes in sizes:
-            line = scenario(megabytes)
-            sized.append(Sized(line["id"], len(json.dumps(line["init_config"]))))
+            state = database(megabytes)
+            text = json.dumps(state)
+            (folder / ENV_DATA / data_file(megabytes)).write_text(text)
+            line = scenario(megabytes, state)
+            sized.append(Sized(line["id"], len(text)))
             out.write(json.dumps(line) + "\n")
     return sized
 

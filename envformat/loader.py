@@ -241,7 +241,7 @@ def _load_scenarios(path: Path, manifest: EnvManifest, data: _DataFiles
 
 
 def _scenario(raw: str, path: Path, number: int, validators: dict[str, Draft202012Validator],
-              env_id: str, first_line: dict[str, int], data: _DataFiles) -> Scenario:
+              env_id: str, first_line: dict[str, int], data_files: _DataFiles) -> Scenario:
     """Line ``number`` as a checked scenario; FormatError says why it cannot be one."""
     try:
         data = json.loads(raw)
@@ -255,7 +255,7 @@ def _scenario(raw: str, path: Path, number: int, validators: dict[str, Draft2020
     _check_scenario(scenario, validators, path, number, env_id)
     if scenario.init_data is not None:
         try:
-            data.require(scenario.init_data)
+            data_files.require(scenario.init_data)
         except ValueError as exc:
             raise FormatError(path, str(exc), line=number, field="init_data") from None
     return scenario

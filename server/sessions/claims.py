@@ -11,6 +11,7 @@ from sandbox.pool import SandboxPool
 from sandbox.sandbox import Sandbox
 from server.catalogue import Initial, ServedEnv
 from server.metrics import Metrics
+from server import statesize
 from server.sessions import faults
 from server.sessions.faults import Step
 from server.sessions.locking import SessionLocks
@@ -39,6 +40,13 @@ class SandboxClaims:
     locks: SessionLocks
     metrics: Metrics
 
+    def __post_init__(self) -> None:
+        self.state_limit = statesize.state_limit(self.settings)
+
+    def admit(self, initial: Initial) -> None:
+        """413 when a session starting from ``initial`` could not fit in a sandbox."""
+        statesize.refuse_too_large(initial.size, self.state_limit)
+
     async def claim(self, session_id: str) -> Sandbox:
         try:
             return await self.pool.claim(session_id)
@@ -64,7 +72,9 @@ class SandboxClaims:
         engine, the kernel's OOM killer or gVisor's Sentry ended it after its claim) is replaced
         once. ``held``: the session's lock, renewed after each claim (a cold start may take a
         while). A sandbox claimed here and not returned is destroyed, whatever failed (the
-        renewal, the load, a cancellation): no one else knows of it."""
+        renewal, the load, a cancellation): no one else knows of it. A start too large for the
+        sandbox is refused before any is claimed."""
+        self.admit(initial)
         for attempt in (1, 2):
             sandbox = await self.claim(session_id)
             try:
@@ -100,7 +110,7 @@ class SandboxClaims:
                 seed=seed,
                 max_result_bytes=self.settings.max_result_bytes,
                 max_state_bytes=self.settings.max_state_bytes,
-                timeout=self.settings.load_timeout,
+                timeout=statesize.load_timeout(self.settings, initial.size),
                 clock_start=env.clock_start(scenario_id),
             )
         except (RuntimeFault, CallTimeout) as exc:

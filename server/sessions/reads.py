@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from server import statesize
 from server.auth import Principal
 from server.catalogue import ServedCatalogue, ServedEnv
 from server.sessions.access import check_session_id, checked, read_checked, require_active
@@ -52,10 +53,13 @@ class Reads:
         check_session_id(session_id)
         async with self.locks.locked(session_id) as held:
             record = checked(session_id, held.record, caller)
+            size = statesize.start_size(self.settings, self.catalogue.env(record.env),
+                                        record.scenario)
+            timeout = statesize.read_timeout(self.settings, size)
             state = await self.sandboxes.with_sandbox(
                 record,
                 held.lock,
-                lambda s: s.state(timeout=self.settings.call_timeout, executed=record.executed),
+                lambda s: s.state(timeout=timeout, executed=record.executed),
             )
             if record.status == "active":
                 await self.store.commit(record, held.lock, release=True)

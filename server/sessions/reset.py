@@ -14,6 +14,7 @@ from sandbox.sandbox import Sandbox
 from server.auth import Principal
 from server.catalogue import Initial, ServedCatalogue, ServedEnv
 from server.errors import backend_unavailable, invalid_request
+from server import statesize
 from server.sessions import faults
 from server.sessions.access import check_session_id, checked, require_active
 from server.sessions.claims import SandboxClaims, epoch_start
@@ -69,6 +70,7 @@ class Resets:
             new_seed = record.seed if seed is None else seed
             custom = scenario_id is None
             within_quota(record, self.settings, initial.size if custom else 0, result=False)
+            self.claims.admit(initial)
             sandbox = await self._reset_in_place(record, env, scenario_id, initial, new_seed)
             reused = sandbox is not None
             if sandbox is None:
@@ -98,7 +100,7 @@ class Resets:
             return None
         try:
             await sandbox.reset(init_config=initial.text, init_patch=initial.patch, seed=seed,
-                                timeout=self.settings.load_timeout,
+                                timeout=statesize.load_timeout(self.settings, initial.size),
                                 clock_start=env.clock_start(scenario_id))
         except RuntimeFault as exc:
             # The runtime's state after a failed reset is unknown: rebuild from the record.

@@ -11,6 +11,7 @@ from envformat.models import Scenario
 from sandbox.checkers import CheckerPool, ChecksKilledChecker, ChecksStarved
 from sandbox.errors import CapacityExhausted, SandboxError
 from sandbox.sandbox import Snapshot
+from server import statesize
 from server.auth import Principal
 from server.catalogue import ServedCatalogue, ServedEnv
 from server.errors import ApiError
@@ -38,9 +39,6 @@ class Validation:
     checkers: CheckerPool
     metrics: Metrics
 
-    def __post_init__(self) -> None:
-        self.check_budget = self.settings.check_budget()
-
     async def validate(self, caller: Principal, session_id: str) -> dict[str, Any]:
         check_session_id(session_id)
         started = time.perf_counter()
@@ -49,10 +47,11 @@ class Validation:
             env = self.catalogue.env(record.env)
             scenario = _scenario_with_checks(record, env)
             checklist = list(scenario.checklist)
+            timeout = statesize.read_timeout(self.settings, env.initial(scenario.id).size)
             snapshot = await self.sandboxes.with_sandbox(
                 record,
                 held.lock,
-                lambda s: s.snapshot(timeout=self.settings.call_timeout, executed=record.executed),
+                lambda s: s.snapshot(timeout=timeout, executed=record.executed),
             )
             if record.status == "active":
                 await self.store.commit(record, held.lock, release=True)
@@ -88,7 +87,8 @@ class Validation:
     async def _judge(self, checks: list[str], snapshot: Snapshot) -> list[dict[str, Any]]:
         """The checkers' verdicts; checks that kill their checker fail, as checks."""
         try:
-            return await self.checkers.check(checks, snapshot, self.check_budget)
+            budget = statesize.check_budget(self.settings, snapshot.initial, snapshot.final)
+            return await self.checkers.check(checks, snapshot, budget)
         except ChecksKilledChecker as exc:
             return [{"passed": False, "error": str(exc)} for _ in checks]
         except SandboxError as exc:

@@ -42,7 +42,6 @@ class OrderDesk:
         self.products: Dict[str, ProductInfo] = {}
         # Orders by order_id.
         self.orders: Dict[str, OrderInfo] = {}
-        self.init_config = init_config
 
         # Constraint rules:
         # - Only a "placed" order may be cancelled or have its shipping address changed.
