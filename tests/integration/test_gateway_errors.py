@@ -396,16 +396,21 @@ async def test_internal_errors_are_500_without_details(make_settings, caplog) ->
 
 
 async def test_a_state_over_the_limit_answers_409_and_the_session_goes_on(make_settings) -> None:
-    """The cap is the gateway's (environment code cannot patch it): the state is refused unread,
-    for reading and for validation alike, and nothing else about the session changes."""
+    """The cap is the gateway's (environment code cannot patch it): a state that grew past it is
+    refused unread, for reading and for validation alike, and nothing else about the session
+    changes."""
     async with running_gateway(make_settings(max_state_bytes=1024)) as (_, client):
-        session_id = await new_session(client, "library_loans", scenario="library_loans-001")
+        session_id = await new_session(client, COUNTER, scenario="counter-1")
+        for number in range(4):  # each counter's name is in the state twice (counters, history)
+            grown = await client.post(f"/v1/sessions/{session_id}/calls", json={
+                "name": "increment", "arguments": {"name": f"{number}" * 2000}})
+            assert grown.json()["ok"] is True
         for method, suffix in [("GET", "/state"), ("POST", "/validate")]:
             response = await client.request(method, f"/v1/sessions/{session_id}{suffix}")
             message = assert_error(response, 409, "StateTooLarge")["message"]
             assert "ENVSCALER_MAX_STATE_BYTES" in message
         answer = await client.post(f"/v1/sessions/{session_id}/calls",
-                                   json={"name": "get_member", "arguments": {"member_id": "M-1001"}})
+                                   json={"name": "increment", "arguments": {"name": "a"}})
         assert answer.status_code == 200 and answer.json()["ok"] is True
 
 
