@@ -130,7 +130,7 @@ def in_process(image: str, env: EnvPackage, probe: Probe, calls: int, label: str
     scenario = env.scenario(probe.scenario)
     assert scenario is not None
     job = {"source": env.source, "class_name": env.manifest.class_name,
-           "init_config": scenario.init_config, "tool": probe.tool, "arguments": probe.arguments,
+           "init_config": env.initial_config(scenario), "tool": probe.tool, "arguments": probe.arguments,
            "calls": calls}
     reply = _throwaway(image, IN_PROCESS, job, label)
     return {"how": "exec of the class + direct method call, in a throwaway container",
@@ -143,7 +143,7 @@ def in_process_episodes(image: str, envs: dict[str, EnvPackage], seconds: float,
     """Every scenario with a solution and checks, once untimed (its reward), then over and over
     for ``seconds`` (one pass at least) on one core: episodes per second."""
     episodes = [{"scenario": f"{env.manifest.id}/{s.id}", "source": env.source,
-                 "class_name": env.manifest.class_name, "init_config": s.init_config,
+                 "class_name": env.manifest.class_name, "init_config": env.initial_config(s),
                  "solution": [{"name": c.name, "arguments": dict(c.arguments)} for c in s.solution],
                  "checks": [item.check_func for item in s.checklist]}
                 for env in envs.values() for s in env.scenarios if s.solution and s.checklist]
@@ -171,7 +171,8 @@ async def runtime_round_trip(image: str, env: EnvPackage, probe: Probe, calls: i
     sandbox = Sandbox(await backend.create({}), backend)
     try:
         await sandbox.load(source=env.source, class_name=env.manifest.class_name,
-                           tools=env.tool_names, init_config=scenario.init_config, seed=0,
+                           tools=env.tool_names, init_config=env.initial_config(scenario),
+                           seed=0,
                            max_result_bytes=1 << 20, timeout=10)
         for _ in range(min(200, calls)):
             await sandbox.call(probe.tool, probe.arguments, timeout=5)

@@ -34,6 +34,13 @@ class BenchConfig:
     episode_window: float = 5.0     # lanes start episodes for this long (each runs one at least)
     inprocess_seconds: float = 2.0  # in-process episodes, timed for at least this long
     max_containers_per_second: float = 100.0  # ENVSCALER_SANDBOX_CREATE_RATE of the gateway
+    # the large-state environment (bench/largestate.py): database sizes (MB), and per size the
+    # sessions opened, calls, state reads and validations, one at a time
+    large_state_sizes: tuple[float, ...] = (1, 3, 30)
+    large_state_opens: int = 10
+    large_state_calls: int = 200
+    large_state_reads: int = 5
+    large_state_validations: int = 3
     quiet_cores: float = 0.3        # wait for the machine to be this idle before each figure,
     quiet_timeout: float = 10.0     # at most this long per figure,
     quiet_budget: float = 30.0      # and this long in all
@@ -62,5 +69,6 @@ def preset(mode: str) -> BenchConfig:
                            baseline_calls=200, runtime_calls=50, density_sessions=6,
                            density_concurrency=4, episode_levels={"open": (3,), "reset": (3, 6)},
                            episode_window=0.0, inprocess_seconds=0.0, quiet_timeout=0.0,
-                           quiet_budget=0.0)
+                           quiet_budget=0.0, large_state_sizes=(0.05, 0.2), large_state_opens=2,
+                           large_state_calls=10, large_state_reads=1, large_state_validations=1)
     raise ValueError(f"unknown mode {mode!r}; expected quick, full or tiny")

@@ -36,7 +36,7 @@ from typing import Any
 import docker
 from docker.errors import DockerException
 
-from bench import baseline, calls, density, lifecycle, report, rollouts
+from bench import baseline, calls, density, largestate, lifecycle, report, rollouts
 from bench.config import BenchConfig
 from bench.gateway import LEASE_EXPIRED, Gateway, GatewayOptions, remove_containers
 from bench.procstat import CpuMeter, wait_for_quiet
@@ -130,6 +130,7 @@ class Run:
             left += self.stop(gateway)
             self.phase("stop and remove containers", started)
         results["sessions"]["create_cold"] = self.cold_creation(image, scratch, probes[main_env])
+        results["large_state"] = self.large_state(image, scratch, probes[main_env])
         leftovers = self.leftovers()
         shutil.rmtree(scratch, ignore_errors=True)
         results["meta"].update(quiet_before_figures=self.quiet, phases_seconds=self.phases,
@@ -317,6 +318,51 @@ class Run:
             gateway.stop()
         self.phase("cold creation", started)
         return cold
+
+
+    def large_state(self, image: str, scratch: Path, probe_: Any) -> dict[str, Any]:
+        """`order_desk` at each size beside the small environment, on a gateway of their own;
+        Redis's growth per closed session of each size."""
+        started, config = time.perf_counter(), self.config
+        catalogue = scratch / "large-state"
+        sized = largestate.write_catalogue(catalogue, config.large_state_sizes,
+                                           beside=(Settings().catalogue / probe_.env,))
+        gateway = Gateway(GatewayOptions(workers=config.workers,
+                                         pool_size=config.large_state_opens + 2,
+                                         create_rate=config.max_containers_per_second,
+                                         env={"ENVSCALER_CATALOGUE": str(catalogue)}),
+                          image, scratch)
+        self.gateways.append(gateway)
+        figures: dict[str, Any] = {}
+        try:
+            gateway.start()
+            gateway.wait_ready()
+            self.wait_quiet("large state")
+            figures["small_call"] = largestate.small_calls(gateway.port, probe_,
+                                                           config.large_state_calls)
+            for size in sized:
+                before = gateway.redis_memory()
+                result = largestate.measure(
+                    gateway.port, size.scenario, opens=config.large_state_opens,
+                    calls=config.large_state_calls, states=config.large_state_reads,
+                    validations=config.large_state_validations)
+                if "sessions" in result:
+                    result["redis_bytes_per_closed_session"] = round(
+                        (gateway.redis_memory() - before) / result["sessions"])
+                figures[size.scenario] = {"state_bytes": size.state_bytes, **result}
+                self.say(f"  {size.scenario}: {_large_state_line(figures[size.scenario])}")
+        finally:
+            remove_containers(self.docker, gateway.containers(), parallel=16)
+            gateway.stop()
+        self.phase("large state", started)
+        return figures
+
+
+def _large_state_line(figure: dict[str, Any]) -> str:
+    if "refused" in figure:
+        return f"refused at open: {figure['refused']}"
+    return (f"open p50 {figure['open']['p50_ms']} ms, call p50 {figure['call']['p50_ms']} ms, "
+            f"reward {figure['reward']}")
 
 
 def _run_async(coroutine: Any) -> Any:

@@ -66,7 +66,8 @@ async def run(samples: int) -> dict[str, object]:
             started = time.perf_counter()
             sandbox = await pool.claim("bench")
             await sandbox.load(source=env.source, class_name=env.manifest.class_name,
-                               tools=env.tool_names, init_config=scenario.init_config, seed=0,
+                               tools=env.tool_names, init_config=env.initial_config(scenario),
+                               seed=0,
                                max_result_bytes=1 << 20, timeout=10)
             warm.append(time.perf_counter() - started)
             loaded.append(sandbox)

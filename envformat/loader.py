@@ -13,6 +13,7 @@ as long as one is left.
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -82,7 +83,7 @@ class EnvPackage:
         """The whole initial configuration of ``scenario``: its ``init_config``, or its patch on
         top of its data file. For tooling; the gateway sends the two parts to the sandbox."""
         if scenario.init_data is None:
-            return mergepatch.apply({}, scenario.init_config)
+            return copy.deepcopy(scenario.init_config)
         return mergepatch.apply(json.loads(self.data[scenario.init_data]), scenario.init_config)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envformat import FormatError, Scenario, load_env
+from envformat import EnvPackage, FormatError, Scenario, load_env
 from envformat.loader import ENV_SCENARIOS
 from synth.catalogue import EnvFolderError, read_env
 from synth.errors import TransientFailure
@@ -67,6 +67,7 @@ async def gate_folder(folder: Path, hub: SandboxHub | None, *, seed: int = 0, va
         return report
     report.env_id = code.env_id
     loaded: tuple[Scenario, ...] = ()
+    package: EnvPackage | None = None
     if (folder / ENV_SCENARIOS).exists():
         try:
             package = load_env(folder)
@@ -84,7 +85,7 @@ async def gate_folder(folder: Path, hub: SandboxHub | None, *, seed: int = 0, va
     if hub is None:
         return report
     if executable:
-        init_config = loaded[0].init_config if loaded else {}
+        init_config = package.initial_config(loaded[0]) if package and loaded else {}
         try:
             async with hub.sandbox(f"gate-{code.env_id}") as box:
                 report.executable = await executable_gate(
@@ -97,8 +98,9 @@ async def gate_folder(folder: Path, hub: SandboxHub | None, *, seed: int = 0, va
             f"scenario {loaded[0].id}" if loaded else "empty"
     if scenarios:
         for scenario in loaded:
+            assert package is not None  # scenarios come from a loaded package
             spec = ScenarioSpec(
-                init_config=scenario.init_config, items=[item.item for item in scenario.checklist],
+                init_config=package.initial_config(scenario), items=[item.item for item in scenario.checklist],
                 checks=[item.check_func for item in scenario.checklist],
                 solution=None if scenario.solution is None else
                 [call.model_dump() for call in scenario.solution])
