@@ -22,6 +22,10 @@ FLOOR_EPISODES_AT = 64
 FLOOR_REWARDS_AT = 256          # every reward 1.0 with this many episodes at once
 FLOOR_DENSITY_SESSIONS = 1000
 FLOOR_DENSITY_P99_MS = 1000.0
+LARGE_AT, LARGEST = "order_desk-3mb", "order_desk-30mb"  # the large-state floors' sizes
+FLOOR_LARGE_CALL_RATIO = 1.5    # call p50 at 3 MB against the small environment's, same gateway
+FLOOR_LARGE_OPEN_P50_MS = 100.0
+FLOOR_LARGE_REDIS_BYTES = 1_000_000  # Redis growth per closed session of the 3 MB environment
 PATTERN_NAMES = {"open": "open per episode", "reset": "reset per episode"}
 # The episodes floor is the rollout pattern's: what `envscaler rollout` and `run_rollouts` do by
 # default (a session per lane, reset between episodes). Opening a session per episode
@@ -73,6 +77,30 @@ def floors(results: dict[str, Any]) -> list[dict[str, Any]]:
         _floor("session lock lease expiries, the whole run", "0",
                results.get("lease_expiries"), "", lambda v: v == 0),
         _density_floor(results.get("density") or {}),
+        *_large_state_floors(results.get("large_state") or {}),
+    ]
+
+
+def _large_state_floors(large: dict[str, Any]) -> list[dict[str, Any]]:
+    at, small = large.get(LARGE_AT) or {}, _get(large, "small_call", "p50_ms")
+    call = _get(at, "call", "p50_ms")
+    ratio = round(call / small, 2) if call is not None and small else None
+    largest = large.get(LARGEST)
+    served = None if largest is None else (
+        f"refused at open: {largest['refused']}" if "refused" in largest
+        else f"reward {largest['reward']}")
+    return [
+        _floor("large state: tool call p50 at 3 MB / the small environment's",
+               f"<= {FLOOR_LARGE_CALL_RATIO:g}x", ratio, "x",
+               lambda v: v <= FLOOR_LARGE_CALL_RATIO),
+        _floor("large state: session open p50 at 3 MB", f"<= {FLOOR_LARGE_OPEN_P50_MS:g} ms",
+               _get(at, "open", "p50_ms"), "ms", lambda v: v <= FLOOR_LARGE_OPEN_P50_MS),
+        _floor("large state: Redis growth per closed 3 MB session",
+               f"< {FLOOR_LARGE_REDIS_BYTES:,} bytes", at.get("redis_bytes_per_closed_session"),
+               " B", lambda v: v < FLOOR_LARGE_REDIS_BYTES),
+        {"floor": "large state: 30 MB scores 1.0 or is refused at open naming the limit",
+         "target": "reward 1.0, or 413 naming its limit", "measured": served,
+         "met": None if largest is None else ("refused" in largest or largest["reward"] == 1.0)},
     ]
 
 
@@ -197,6 +225,7 @@ def markdown(results: dict[str, Any]) -> str:
 
     lines += _validation(results.get("validate"))
     lines += _episodes(results.get("episodes"))
+    lines += _large_state(results.get("large_state"))
 
     lines += ["", "## Floors", "", "| floor | target | measured | met |", "| --- | --- | --- | --- |"]
     for f in results.get("floors", []):
@@ -204,6 +233,27 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {f['floor']} | {f['target']} | {f['measured'] or '-'} | {met} |")
     lines += ["", f"Containers left after the run: {meta.get('containers_left')}.", ""]
     return "\n".join(lines)
+
+
+def _large_state(large: dict[str, Any] | None) -> list[str]:
+    if not large:
+        return []
+    lines = ["", "## Large states (`order_desk`, a database generated at each size)", "",
+             (f"On a gateway of their own, one request at a time; the small environment's call "
+              f"there: p50 {_ms(large['small_call']['p50_ms'])}."), "",
+             ("| size (state JSON) | open p50 | call p50 | state read p50 | validate p50 | reward "
+              "| Redis per closed session |"), "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, r in large.items():
+        if name == "small_call":
+            continue
+        size = f"{name} ({r['state_bytes'] / 1e6:.1f} MB)"
+        if "refused" in r:
+            lines.append(f"| {size} | refused at open: {r['refused']} | | | | | |")
+            continue
+        lines.append(f"| {size} | {_ms(r['open']['p50_ms'])} | {_ms(r['call']['p50_ms'])} | "
+                     f"{_ms(r['state']['p50_ms'])} | {_ms(r['validate']['p50_ms'])} | "
+                     f"{r['reward']} | {r['redis_bytes_per_closed_session'] / 1024:.1f} KiB |")
+    return lines
 
 
 def _validation(v: dict[str, Any] | None) -> list[str]:

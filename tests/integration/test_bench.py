@@ -26,7 +26,7 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
     written = json.loads((tmp_path / "results.json").read_text())
     assert written == results
     assert set(written) == {"meta", "config", "sessions", "calls", "baselines", "density",
-                            "validate", "episodes", "lease_expiries", "floors"}
+                            "validate", "episodes", "lease_expiries", "large_state", "floors"}
     assert written["meta"]["containers_left"] == 0
     assert written["meta"]["gateway"].startswith("envscaler serve (its default: ")
     assert isinstance(written["lease_expiries"], int)
@@ -63,6 +63,16 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
     many = validate["concurrency"][str(config.validate_concurrency)]
     assert many["connections"] == config.validate_concurrency and many["failed"] == 0
     assert many["summary"]["n"] > 0 and {"p50_ms", "p99_ms"} <= set(many["summary"])
+
+    large = written["large_state"]
+    assert large["small_call"]["n"] == config.large_state_calls
+    for megabytes in config.large_state_sizes:
+        size = large[f"order_desk-{megabytes:g}mb"]
+        assert size["state_bytes"] > megabytes * 1_000_000 and size["reward"] == 1.0
+        assert size["open"]["n"] == config.large_state_opens
+        assert size["call"]["n"] == config.large_state_calls
+        assert size["validate"]["n"] == config.large_state_validations
+        assert size["redis_bytes_per_closed_session"] < size["state_bytes"]  # not the database
 
     inproc = written["episodes"]["in_process"]
     assert inproc["scenarios"] > 0 and inproc["episodes"] >= inproc["scenarios"]
@@ -119,22 +129,29 @@ def test_floors_from_a_full_results_shape() -> None:
                                         "256": episodes(300, 299)}}},
         "lease_expiries": 0,
         "density": {"live_sessions": 1000, "calls": {"summary": {"p99_ms": 900.0}}},
+        "large_state": {"small_call": {"p50_ms": 2.0},
+                        "order_desk-3mb": {"call": {"p50_ms": 2.5}, "open": {"p50_ms": 140.0},
+                                           "redis_bytes_per_closed_session": 30_000},
+                        "order_desk-30mb": {"refused": "... set by ENVSCALER_MAX_STATE_BYTES"}},
     }
     met = [f["met"] for f in report.floors(results)]
-    assert met == [True, True, True, False, True, False, None, True, False, True, True]
-    rewards = report.floors(results)[-3]
+    assert met == [True, True, True, False, True, False, None, True, False, True, True,
+                   True, False, True, True]
+    rewards = report.floors(results)[-7]
     assert rewards["measured"] == "555 of 556 at 1.0, 0 failed"
     results["episodes"]["runs"]["reset"]["256"] = episodes(300, 300)
-    assert report.floors(results)[-3]["met"] is True
+    assert report.floors(results)[-7]["met"] is True
     results["episodes"]["runs"]["open"]["256"]["errors"] = {"ReadTimeout": 1}
-    assert report.floors(results)[-3]["met"] is False
-    results["lease_expiries"] = 2
-    assert report.floors(results)[-2]["met"] is False
-    results["density"]["calls"]["summary"]["p99_ms"] = 1200.0
+    assert report.floors(results)[-7]["met"] is False
+    results["large_state"]["order_desk-30mb"] = {"reward": 0.75}
     assert report.floors(results)[-1]["met"] is False
+    results["lease_expiries"] = 2
+    assert report.floors(results)[-6]["met"] is False
+    results["density"]["calls"]["summary"]["p99_ms"] = 1200.0
+    assert report.floors(results)[-5]["met"] is False
     results["density"]["live_sessions"] = 100  # fewer than the floor's: not judged
-    assert report.floors(results)[-1]["met"] is None
-    assert "not judged: 100 live" in report.floors(results)[-1]["measured"]
+    assert report.floors(results)[-5]["met"] is None
+    assert "not judged: 100 live" in report.floors(results)[-5]["measured"]
     del results["calls"]["library_loans"]["64"], results["episodes"]
     unjudged = [f["floor"] for f in report.floors(results) if f["met"] is None]
     assert len(unjudged) == 5 and unjudged[0].startswith("tool calls/s at concurrency 64")
