@@ -64,7 +64,7 @@ def configure_logging(level: str) -> None:
         logger.addHandler(handler)
 
 
-async def _sandbox_image(settings: Settings) -> str:
+async def sandbox_image(settings: Settings) -> str:
     if settings.sandbox_image:
         return settings.sandbox_image
     if settings.sandbox_backend != "docker":
@@ -107,7 +107,7 @@ def create_app(
         try:
             await redis.ping()
             catalogue = await asyncio.to_thread(ServedCatalogue, settings.catalogue)
-            image = await _sandbox_image(settings)
+            image = await sandbox_image(settings)
             sandbox_config = settings.sandbox_config(image=image, labels=sandbox_labels)
             backend = make_backend(sandbox_config, settings.instance)
             pool = SandboxPool(backend, sandbox_config)
