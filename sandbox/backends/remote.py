@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter
 from typing import Any
 
@@ -21,7 +22,7 @@ from sandbox.backends.base import RUNTIME, SandboxBackend, SandboxHandle
 from sandbox.config import ClusterConfig, SandboxConfig
 from sandbox.errors import CapacityExhausted, SandboxGone, SandboxUnavailable
 from sandbox.remote.connection import HostConnection, HostUnreachable
-from sandbox.remote.registry import HostInfo, HostRegistry
+from sandbox.remote.registry import STALE_BEATS, HostInfo, HostRegistry
 from sandbox.remote.redis import connect
 
 log = logging.getLogger("envscaler.sandbox.remote")
@@ -41,6 +42,7 @@ class RemoteBackend(SandboxBackend):
         self._redis: Any = None
         self._registry: HostRegistry | None = None
         self._hosts: dict[str, HostInfo] = {}
+        self._beat_seen: dict[str, tuple[float, float]] = {}  # host -> its beat, when it changed
         self._placed: Counter[str] = Counter()  # placements since the registry was read
         self._down: dict[str, float] = {}  # host -> its beat when it stopped answering
         self._connections: dict[str, HostConnection] = {}
@@ -57,13 +59,32 @@ class RemoteBackend(SandboxBackend):
                                               name="envscaler-remote-hosts")
 
     async def refresh(self) -> None:
+        """Read the registry. A host's heartbeat is judged by when this gateway saw it change
+        (its own clock: the hosts' clocks may differ), and at first sight by its time."""
         assert self._registry is not None
-        self._hosts = await self._registry.hosts()
+        hosts = await self._registry.hosts()
+        now = time.monotonic()
+        for host in hosts.values():
+            seen = self._beat_seen.get(host.id)
+            if seen is None and host.fresh(REFRESH_INTERVAL):
+                self._beat_seen[host.id] = (host.beat, now)
+            elif seen is not None and seen[0] != host.beat:
+                self._beat_seen[host.id] = (host.beat, now)
+        self._hosts = hosts
         self._placed.clear()
+
+    def _alive(self, host: HostInfo) -> bool:
+        seen = self._beat_seen.get(host.id)
+        return seen is not None and (
+            time.monotonic() - seen[1] < STALE_BEATS * host.interval + self._refresh_interval())
+
+    def _refresh_interval(self) -> float:
+        """Often enough to see every host beat (at most once a second)."""
+        return min([REFRESH_INTERVAL, *(host.interval for host in self._hosts.values())])
 
     async def _refresh_forever(self) -> None:
         while True:
-            await asyncio.sleep(REFRESH_INTERVAL)
+            await asyncio.sleep(self._refresh_interval())
             try:
                 await self.refresh()
             except Exception as exc:  # noqa: BLE001 - Redis away: keep the last view
@@ -72,7 +93,7 @@ class RemoteBackend(SandboxBackend):
     def live_hosts(self) -> list[HostInfo]:
         """Hosts that beat lately and have not failed this gateway since their last beat."""
         return [host for host in self._hosts.values()
-                if host.alive() and self._down.get(host.id) != host.beat]
+                if self._alive(host) and self._down.get(host.id) != host.beat]
 
     def _placement_order(self) -> list[HostInfo]:
         """Hosts with warm sandboxes first, then the least loaded (counting what this gateway
@@ -92,7 +113,7 @@ class RemoteBackend(SandboxBackend):
     def connection(self, host_id: str) -> HostConnection | None:
         """The connection to a live host; None when the host is gone."""
         host = self._hosts.get(host_id)
-        if host is None or host not in self.live_hosts():
+        if host is None or not self._alive(host) or self._down.get(host_id) == host.beat:
             return None
         existing = self._connections.get(host_id)
         if existing is None or existing.address != host.address:

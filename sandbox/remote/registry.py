@@ -27,8 +27,9 @@ class HostInfo:
     beat: float  # when it last published (Unix time, its clock)
     backend: str = ""
 
-    def alive(self, now: float | None = None) -> bool:
-        return (now or time.time()) - self.beat < STALE_BEATS * self.interval
+    def fresh(self, slack: float) -> bool:
+        """Whether it beat within ``STALE_BEATS`` intervals (plus ``slack``) by this clock."""
+        return time.time() - self.beat < STALE_BEATS * self.interval + slack
 
     def load(self) -> float:
         return self.live / max(self.capacity, 1)
