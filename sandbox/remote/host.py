@@ -33,8 +33,14 @@ RUNTIME_OPS = {"ping", "load", "reset", "call", "state", "snapshot", "check"}
 
 @dataclass(frozen=True)
 class HostAddress:
-    listen: str  # where it binds
+    listen: str  # where it binds; port 0: any free port
     advertise: str  # what gateways are told (the node's address, when it binds 0.0.0.0)
+
+    def bound(self, port: int) -> HostAddress:
+        """The address with the port it was given in place of 0."""
+        host, advertised = wire.split_address(self.advertise)
+        host = f"[{host}]" if ":" in host else host
+        return HostAddress(self.listen, f"{host}:{advertised or port}")
 
 
 class SandboxHost:
@@ -62,6 +68,7 @@ class SandboxHost:
         host, port = wire.split_address(self.address.listen)
         self._server = await asyncio.start_server(
             self._serve, host, port, ssl=self.auth.server_tls(), limit=wire.MAX_FRAME_BYTES)
+        self.address = self.address.bound(self._server.sockets[0].getsockname()[1])
         await self.registry.publish(self.info())
         self._beating = asyncio.create_task(self._beat_forever(), name="envscaler-host-beat")
         log.info("sandbox host started id=%s listen=%s advertise=%s backend=%s tls=%s", self.id,
