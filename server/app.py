@@ -16,9 +16,9 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
-import redis.asyncio as aioredis
 from fastapi import FastAPI
 
+from common.redisclient import connect
 from sandbox.backends import make_backend
 from sandbox.checkers import CheckerPool
 from sandbox.pool import SandboxPool
@@ -92,9 +92,8 @@ def create_app(
             raise RuntimeError(
                 "ENVSCALER_REDIS_URL is not set (the command line starts an embedded Redis)"
             )
-        redis = aioredis.Redis.from_url(
+        redis = connect(
             settings.redis_url,
-            decode_responses=True,
             socket_connect_timeout=settings.redis_timeout,
             socket_timeout=settings.redis_timeout,
             health_check_interval=30,

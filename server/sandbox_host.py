@@ -10,7 +10,7 @@ import signal
 from sandbox.backends import make_backend
 from sandbox.pool import SandboxPool
 from sandbox.remote.host import HostAddress, SandboxHost
-from sandbox.remote.redis import connect
+from common.redisclient import connect
 from sandbox.remote.registry import HostRegistry
 from server.app import configure_logging, sandbox_image
 from server.settings import Settings

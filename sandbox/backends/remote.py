@@ -23,7 +23,7 @@ from sandbox.config import ClusterConfig, SandboxConfig
 from sandbox.errors import CapacityExhausted, SandboxGone, SandboxUnavailable
 from sandbox.remote.connection import HostConnection, HostUnreachable
 from sandbox.remote.registry import STALE_BEATS, HostInfo, HostRegistry
-from sandbox.remote.redis import connect
+from common.redisclient import connect
 
 log = logging.getLogger("envscaler.sandbox.remote")
 

@@ -19,7 +19,7 @@ from sandbox.backends import make_backend
 from sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig
 from sandbox.pool import SandboxPool
 from sandbox.remote.host import HostAddress, SandboxHost
-from sandbox.remote.redis import connect
+from common.redisclient import connect
 from sandbox.remote.registry import HOSTS_KEY, HostInfo, HostRegistry
 from tests.conftest import REPO_ROOT, SOCKET_ROOT, TEST_LABELS, new_instance
 from tests.integration.gateway_fixtures import free_port

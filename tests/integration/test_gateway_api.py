@@ -11,6 +11,7 @@ import pytest
 
 from envformat.loader import load_env
 from server.embedded_redis import EmbeddedRedis
+from server.store import live_key, session_key
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import (
     COUNTER,
@@ -160,7 +161,7 @@ async def test_whole_session_on_library_loans(make_settings, redis_client) -> No
         ]
         record = session_record(redis_client, session_id)
         assert record["status"] == "closed" and record["sandbox"] == ""
-        assert redis_client.zscore("envscaler:sessions:live", session_id) is None
+        assert redis_client.zscore(live_key(session_id), session_id) is None
 
 
 async def test_custom_init_config_session_has_no_checklist(make_settings) -> None:
@@ -366,7 +367,7 @@ async def test_redis_layout_of_a_session(make_settings, redis_client) -> None:
         await client.post(f"/v1/sessions/{session_id}/reset", json={"seed": 9})
         await call(client, session_id, "increment", {"name": "b"})
 
-        key = f"envscaler:session:{session_id}"
+        key = session_key(session_id)
         record = redis_client.hgetall(key)
         assert {
             "env",
@@ -419,7 +420,7 @@ async def test_redis_layout_of_a_session(make_settings, redis_client) -> None:
             "time": calls[1]["time"],
         }
         assert redis_client.hgetall(f"{key}:call-ids") == {"first": "0"}
-        assert redis_client.zscore("envscaler:sessions:live", session_id) == pytest.approx(
+        assert redis_client.zscore(live_key(session_id), session_id) == pytest.approx(
             float(record["updated"])
         )
         for suffix in ("", ":calls", ":call-ids"):

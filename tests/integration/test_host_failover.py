@@ -15,6 +15,7 @@ import pytest
 import redis as redis_sync
 
 from server.settings import Settings
+from server.store import session_key
 from tests.integration.gateway_fixtures import COUNTER, own_redis_db, running_gateway
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.hosts_fixtures import SECRET, HostProcess
@@ -49,7 +50,7 @@ def holder(redis_url: str, session_id: str) -> str:
     """The host a session's record names (its sandbox handle's instance)."""
     client = redis_sync.Redis.from_url(redis_url, decode_responses=True)
     try:
-        return json.loads(client.hget(f"envscaler:session:{session_id}", "sandbox"))["instance"]
+        return json.loads(client.hget(session_key(session_id), "sandbox"))["instance"]
     finally:
         client.close()
 
