@@ -4,6 +4,7 @@ cluster mode (no persistence), joined by ``redis-cli --cluster create``."""
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -16,10 +17,30 @@ from tests.integration.gateway_fixtures import free_port
 MASTERS = 3
 
 
+BUS_OFFSET = 10000  # a node's cluster bus listens on its port + 10000
+
+
+def cluster_port() -> int:
+    """A free port whose bus port is a port too (and free)."""
+    while True:
+        port = free_port()
+        if port + BUS_OFFSET < 65536 and _free(port + BUS_OFFSET):
+            return port
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 class LocalRedisCluster:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.ports = [free_port() for _ in range(MASTERS)]
+        self.ports = [cluster_port() for _ in range(MASTERS)]
         self.processes: list[subprocess.Popen[bytes]] = []
 
     @property

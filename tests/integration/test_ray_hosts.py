@@ -208,11 +208,11 @@ async def _rollouts_with_a_node_killed(cluster: Cluster, hosts: RayHosts,
         for episode in result.episodes:
             solution = solutions[episode.scenario] or []
             session = await client.session(episode.session_id)
-            entries = [entry for entry in await session.trajectory()
-                       if entry.get("epoch") == episode.epoch and entry.get("kind") != "reset"]
-            assert [(e["name"], e["arguments"]) for e in entries] == [
+            entries = [entry for entry in (await session.trajectory()).calls
+                       if entry.epoch == episode.epoch]
+            assert [(e.name, e.arguments) for e in entries] == [
                 (step["name"], step["arguments"]) for step in solution], episode.key
-            indices = [e["index"] for e in entries]
+            indices = [e.index for e in entries]
             assert indices == list(range(indices[0], indices[0] + len(solution)))
         metrics = httpx.get(f"{gateway.url}/metrics").text
     return result.episodes, _metric(metrics, "envscaler_session_rebuilds_total")
