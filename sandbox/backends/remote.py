@@ -72,6 +72,15 @@ class RemoteBackend(SandboxBackend):
                 self._beat_seen[host.id] = (host.beat, now)
         self._hosts = hosts
         self._placed.clear()
+        await self._drop_dead_connections()
+
+    async def _drop_dead_connections(self) -> None:
+        """Close the connections of hosts that stopped beating: requests in flight to a host
+        that is cut off fail now (their sessions are rebuilt elsewhere) rather than at their
+        deadline."""
+        for host_id in list(self._connections):
+            if self._reachable(host_id) is None:
+                await self._connections.pop(host_id).close()
 
     def _alive(self, host: HostInfo) -> bool:
         seen = self._beat_seen.get(host.id)
@@ -92,8 +101,7 @@ class RemoteBackend(SandboxBackend):
 
     def live_hosts(self) -> list[HostInfo]:
         """Hosts that beat lately and have not failed this gateway since their last beat."""
-        return [host for host in self._hosts.values()
-                if self._alive(host) and self._down.get(host.id) != host.beat]
+        return [host for host in self._hosts.values() if self._reachable(host.id) is not None]
 
     def _placement_order(self) -> list[HostInfo]:
         """Hosts with warm sandboxes first, then the least loaded (counting what this gateway
@@ -110,16 +118,22 @@ class RemoteBackend(SandboxBackend):
             log.warning("sandbox host stopped answering host=%s address=%s", host_id,
                         host.address)
 
-    def connection(self, host_id: str) -> HostConnection | None:
-        """The connection to a live host; None when the host is gone."""
+    def _reachable(self, host_id: str) -> HostInfo | None:
+        """The host, when it is live and has not failed this gateway since its last beat."""
         host = self._hosts.get(host_id)
         if host is None or not self._alive(host) or self._down.get(host_id) == host.beat:
             return None
-        existing = self._connections.get(host_id)
-        if existing is None or existing.address != host.address:
-            existing = self._connections[host_id] = HostConnection(host_id, host.address,
-                                                                   self.cluster.auth)
-        return existing
+        return host
+
+    def connection(self, host_id: str) -> HostConnection | None:
+        """The connection to a live host (one per host: its id names one process, at one
+        address); None when the host is gone."""
+        host = self._reachable(host_id)
+        if host is None:
+            return None
+        if host_id not in self._connections:
+            self._connections[host_id] = HostConnection(host_id, host.address, self.cluster.auth)
+        return self._connections[host_id]
 
     async def ask(self, handle: SandboxHandle, op: str, **fields: Any) -> Any:
         """``op`` on the handle's host; ``HostUnreachable`` when the host is gone."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -97,3 +98,29 @@ async def test_a_killed_host_loses_no_session(cluster_redis: str, catalogue_root
         assert metrics.replay_mismatches._value.get() == 0
         for sid in ids:
             assert (await client.delete(f"/v1/sessions/{sid}")).status_code in (200, 204)
+
+
+async def test_a_host_cut_off_mid_call_loses_no_session(cluster_redis: str, catalogue_root: Path,
+                                                        hosts: list[HostProcess],
+                                                        tmp_path: Path) -> None:
+    """A host that stops answering without closing its connections (stopped, as when its node
+    is cut off): the call in flight to it fails over once its heartbeats stop, and the session
+    is rebuilt on the other host; the call is recorded once."""
+    settings = remote_settings(cluster_redis, catalogue_root, tmp_path)
+    async with running_gateway(settings) as (_app, client):
+        ids = [(await client.post("/v1/sessions", json={"env": COUNTER})).json()["session_id"]
+               for _ in range(4)]
+        for sid in ids:
+            await call(client, sid, "increment", name="c")
+        victim = next(host for host in hosts if host.id == holder(cluster_redis, ids[0]))
+        assert victim.process is not None
+        victim.process.send_signal(signal.SIGSTOP)
+        try:
+            reply = await call(client, ids[0], "increment", name="c")
+        finally:
+            victim.process.send_signal(signal.SIGCONT)
+        assert reply["result"]["data"] == {"name": "c", "before": 1, "value": 2}
+        assert holder(cluster_redis, ids[0]) != victim.id
+        entries = (await client.get(f"/v1/sessions/{ids[0]}/trajectory")).json()["entries"]
+        assert [(e["index"], e["name"], e["ok"]) for e in entries] == [
+            (0, "increment", True), (1, "increment", True)]
