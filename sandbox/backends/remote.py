@@ -104,11 +104,12 @@ class RemoteBackend(SandboxBackend):
         return [host for host in self._hosts.values() if self._reachable(host.id) is not None]
 
     def _placement_order(self) -> list[HostInfo]:
-        """Hosts with warm sandboxes first, then the least loaded (counting what this gateway
-        placed since it last read the registry)."""
+        """Hosts with warm sandboxes first, then the least loaded: the smallest share of its
+        capacity lent out (counting what this gateway placed since it last read the
+        registry)."""
         def key(host: HostInfo) -> tuple[bool, float]:
             placed = self._placed[host.id]
-            return host.ready - placed <= 0, (host.live + placed) / max(host.capacity, 1)
+            return host.ready - placed <= 0, (host.in_use() + placed) / max(host.capacity, 1)
         return sorted(self.live_hosts(), key=key)
 
     def _mark_down(self, host_id: str) -> None:

@@ -31,8 +31,9 @@ class HostInfo:
         """Whether it beat within ``STALE_BEATS`` intervals (plus ``slack``) by this clock."""
         return time.time() - self.beat < STALE_BEATS * self.interval + slack
 
-    def load(self) -> float:
-        return self.live / max(self.capacity, 1)
+    def in_use(self) -> int:
+        """Sandboxes it lent out (its warm ones are not a load: they wait for sessions)."""
+        return max(self.live - self.ready, 0)
 
     @classmethod
     def parse(cls, text: str) -> HostInfo | None:

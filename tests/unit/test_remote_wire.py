@@ -97,7 +97,7 @@ def test_a_malformed_error_is_a_sandbox_error() -> None:
 def test_registry_entries_are_parsed_or_ignored() -> None:
     info = HostInfo("h1", "10.0.0.1:7420", 3, 5, 10, 1.0, time.time(), "docker")
     assert HostInfo.parse(jsoncodec.dumps(info.__dict__)) == info
-    assert info.fresh(0.0) and info.load() == 0.5
+    assert info.fresh(0.0) and info.in_use() == 2
     assert HostInfo.parse('{"id": "h1"}') is None and HostInfo.parse("[") is None
     stale = HostInfo("h2", "10.0.0.2:7420", 0, 0, 10, 1.0, time.time() - 60)
     assert not stale.fresh(1.0)
