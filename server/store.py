@@ -307,9 +307,9 @@ return 1
 """
 
 # KEYS: session, calls, call-ids, init, live; ARGV: session id, seconds to keep, then field/value
-# pairs. A session closed or expired: the fields written (only to a record that exists, as `UPDATE`),
-# out of the live set, every key kept ARGV[2] seconds. One script rather than a MULTI around
-# `UPDATE`: a Redis Cluster client sends no script inside a transaction.
+# pairs. A session closed or expired: the fields written (only to a record that exists, as
+# `UPDATE`), out of the live set, every key kept ARGV[2] seconds. One script rather than a MULTI
+# around `UPDATE`: a Redis Cluster client sends no script inside a transaction.
 FINISH = """
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], unpack(ARGV, 3)) end
 redis.call('ZREM', KEYS[5], ARGV[1])
