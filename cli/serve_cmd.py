@@ -58,15 +58,15 @@ def serve(
             raise typer.Exit(2)
         console.print("[yellow]no ENVSCALER_API_KEYS configured: serving on loopback only, without "
                       "authentication[/yellow]")
+    if ray_address is not None:  # the gateways keep no sandbox: each node's host its own
+        with _ray_hosts(ray_address, settings):
+            _serve(host, port, workers, Settings())
+        return
     try:  # before anything starts: every worker would refuse it the same way
         socketroot.claim(settings.socket_root)
     except UnsafeSocketRoot as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
-    if ray_address is not None:
-        with _ray_hosts(ray_address, settings):
-            _serve(host, port, workers, Settings())
-        return
     if settings.sandbox_backend == "docker" and settings.sandbox_image is None:
         os.environ["ENVSCALER_SANDBOX_IMAGE"] = _sandbox_image(settings.sandbox_base_image)
     _serve(host, port, workers, settings)
