@@ -26,6 +26,10 @@ class BenchConfig:
     validate_concurrency: int = 64  # validations at once, one session each (of the call sessions)
     baseline_calls: int = 20000     # direct method calls in the throwaway container
     runtime_calls: int = 2000       # round trips to a sandbox runtime, no gateway
+    host_calls: int = 2000          # the same round trips through a sandbox host (TCP)
+    host_lanes: int = 64            # sandboxes called at once over 1, 2, 3 sandbox hosts
+    host_seconds: float = 5.0       # how long each number of hosts is measured
+    host_counts: tuple[int, ...] = (1, 2, 3)
     density_sessions: int = 0       # 0: measure the sessions already live after the call figures
     density_concurrency: int = 64
     # concurrent reference episodes (lanes) per pattern: a session opened per episode, or reset
@@ -61,7 +65,8 @@ def preset(mode: str) -> BenchConfig:
                            warmup=2.0, duration=10.0, pool_size=64, warm_creations=60,
                            cold_creations=30, resets=300, validations=100, baseline_calls=100000,
                            runtime_calls=10000, density_sessions=1000, episode_window=20.0,
-                           inprocess_seconds=10.0, quiet_timeout=60.0, quiet_budget=600.0)
+                           inprocess_seconds=10.0, quiet_timeout=60.0, quiet_budget=600.0,
+                           host_calls=10000, host_seconds=10.0)
     if mode == "tiny":  # the test suite's: every figure, a few samples each
         return BenchConfig(mode="tiny", envs=("library_loans",), levels={"library_loans": (1, 4)},
                            warmup=0.1, duration=0.5, pool_size=3, warm_creations=2,
@@ -70,5 +75,6 @@ def preset(mode: str) -> BenchConfig:
                            density_concurrency=4, episode_levels={"open": (3,), "reset": (3, 6)},
                            episode_window=0.0, inprocess_seconds=0.0, quiet_timeout=0.0,
                            quiet_budget=0.0, large_state_sizes=(0.05, 0.2), large_state_opens=2,
-                           large_state_calls=10, large_state_reads=1, large_state_validations=1)
+                           large_state_calls=10, large_state_reads=1, large_state_validations=1,
+                           host_calls=50, host_lanes=4, host_seconds=0.5, host_counts=(1, 2))
     raise ValueError(f"unknown mode {mode!r}; expected quick, full or tiny")

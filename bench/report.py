@@ -155,6 +155,26 @@ def _cores(result: dict[str, Any], key: str) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _hosts_section(results: dict[str, Any]) -> list[str]:
+    """The TCP hop of a sandbox host against the runtime's Unix socket, and calls per second
+    over 1, 2, 3 hosts sharing this machine's cores (per core: what carries to a cluster)."""
+    hop, local = _get(results, "hosts", "hop"), _get(results, "baselines", "runtime")
+    if not hop:
+        return []
+    extra = (hop["p50_ms"] - local["p50_ms"]) if local else None
+    lines = ["", "## Sandbox hosts (`envscaler sandbox host`, no gateway)", "",
+             "| how | p50 | p99 | hop's p50 cost |", "| --- | ---: | ---: | ---: |",
+             f"| through a sandbox host over TCP | {_ms(hop['p50_ms'])} | {_ms(hop['p99_ms'])} | "
+             f"{_ms(extra)} |", "",
+             "| hosts | sandboxes at once | calls/s | machine cores | hosts' cores | "
+             "calls per core-second |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for count, spread in _get(results, "hosts", "scaling").items():
+        lines.append(f"| {count} ({spread['hosts_used']} used) | {spread['lanes']} | "
+                     f"{spread['rps']:.0f} | {spread['cores']['machine']:.2f} | "
+                     f"{spread['cores']['hosts']:.2f} | {spread['calls_per_core_second']:.0f} |")
+    return lines
+
+
 def markdown(results: dict[str, Any]) -> str:
     meta, config = results["meta"], results["config"]
     host = meta["host"]
@@ -198,6 +218,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| through the gateway (HTTP, Redis lock and trajectory, sandbox) | "
                      f"{_ms(gateway_p50)} | "
                      f"{_ms(_get(results, 'calls', main, '1', 'summary', 'p99_ms'))} | 1x |")
+
+    lines += _hosts_section(results)
 
     sessions = results.get("sessions", {})
     lines += ["", "## Session life cycle (one request at a time)", "",

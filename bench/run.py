@@ -8,6 +8,8 @@ Phases, in order (each waits for the machine to be quiet first, and records how 
 3. tool calls at each concurrency level per environment (``bench.loadgen`` in its own process),
    with the CPU of every component over the same window;
 4. the baselines: the same call in-process (throwaway container) and over the runtime's socket;
+   then sandbox hosts (`bench.hosts`): the call through a host over TCP, and calls per second
+   over 1, 2 and 3 hosts;
 5. density: sessions topped up to ``density_sessions``, memory per session, calls across all;
 6. validation of a solved 4-check scenario (live call sessions reset to it), one at a time and
    ``validate_concurrency`` at once;
@@ -36,7 +38,7 @@ from typing import Any
 import docker
 from docker.errors import DockerException
 
-from bench import baseline, calls, density, largestate, lifecycle, report, rollouts
+from bench import baseline, calls, density, hosts, largestate, lifecycle, report, rollouts
 from bench.config import BenchConfig
 from bench.gateway import LEASE_EXPIRED, Gateway, GatewayOptions, remove_containers
 from bench.procstat import CpuMeter, wait_for_quiet
@@ -116,6 +118,7 @@ class Run:
             live = self.open_call_sessions(gateway, probes)
             results["calls"] = self.calls(gateway, probes, live)
             results["baselines"] = self.baselines(image, envs[main_env], probes[main_env])
+            results["hosts"] = self.hosts(image, envs[main_env], probes[main_env], scratch)
             results["density"] = self.density(gateway, probes, live, redis_before)
             results["validate"] = self.validate(gateway, envs[main_env], live[main_env])
             most = max(level for levels in config.episode_levels.values() for level in levels)
@@ -218,6 +221,19 @@ class Run:
             shutil.rmtree(root, ignore_errors=True)
         self.phase("baselines", started)
         return {"in_process": inproc, "runtime": runtime}
+
+    def hosts(self, image: str, env: Any, probe_: Any, scratch: Path) -> dict[str, Any]:
+        config = self.config
+        started = time.perf_counter()
+        self.wait_quiet("sandbox hosts")
+        figures = _run_async(hosts.measure(
+            image, env, probe_, scratch, calls=config.host_calls, lanes=config.host_lanes,
+            seconds=config.host_seconds, counts=config.host_counts))
+        self.say(f"  through a sandbox host (TCP): p50 {figures['hop']['p50_ms']} ms; "
+                 + ", ".join(f"{n} hosts {f['rps']} calls/s"
+                             for n, f in figures["scaling"].items()))
+        self.phase("sandbox hosts", started)
+        return figures
 
     def density(self, gateway: Gateway, probes: dict[str, Any], live: dict[str, list[str]],
                 redis_before: int) -> dict[str, Any]:

@@ -3,8 +3,11 @@ configured."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
+import secrets
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import typer
@@ -35,17 +38,16 @@ def serve(
     workers: int | None = typer.Option(None, min=1, show_default=False,
                                        help="gateway worker processes (default: ENVSCALER_WORKERS, "
                                             "else one per CPU this process may run on)"),
+    ray_address: str | None = typer.Option(
+        None, "--ray", show_default=False,
+        help="a Ray cluster's address ('auto' inside one): a sandbox host on each of its nodes "
+             "(ENVSCALER_SANDBOX_BACKEND there), the gateways on the remote backend; needs "
+             "ENVSCALER_REDIS_URL that every node reaches, and `pip install .[ray]`"),
 ) -> None:
-    """Run the gateway on the catalogue."""
-    import uvicorn
-
+    """Run the gateway on the catalogue (with --ray, over a Ray cluster's sandbox hosts)."""
     from sandbox import socketroot
-    from sandbox.config import parse_size
     from sandbox.socketroot import UnsafeSocketRoot
-    from server.embedded_redis import EmbeddedRedis, EmbeddedRedisError
-    from server.http import gateway_options
     from server.settings import Settings
-    from server.workers import default_count
 
     os.environ["ENVSCALER_CATALOGUE"] = str(catalogue.resolve())  # for the workers too
     settings = Settings()
@@ -56,6 +58,10 @@ def serve(
             raise typer.Exit(2)
         console.print("[yellow]no ENVSCALER_API_KEYS configured: serving on loopback only, without "
                       "authentication[/yellow]")
+    if ray_address is not None:  # the gateways keep no sandbox: each node's host its own
+        with _ray_hosts(ray_address, settings):
+            _serve(host, port, workers, Settings())
+        return
     try:  # before anything starts: every worker would refuse it the same way
         socketroot.claim(settings.socket_root)
     except UnsafeSocketRoot as exc:
@@ -63,6 +69,18 @@ def serve(
         raise typer.Exit(2) from None
     if settings.sandbox_backend == "docker" and settings.sandbox_image is None:
         os.environ["ENVSCALER_SANDBOX_IMAGE"] = _sandbox_image(settings.sandbox_base_image)
+    _serve(host, port, workers, settings)
+
+
+def _serve(host: str, port: int, workers: int | None, settings: Settings) -> None:
+    """The gateway's workers, with an embedded Redis when none is configured."""
+    import uvicorn
+
+    from sandbox.config import parse_size
+    from server.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+    from server.http import gateway_options
+    from server.workers import default_count
+
     redis_server = None
     if settings.redis_url is None:
         try:
@@ -85,6 +103,41 @@ def serve(
     finally:
         if redis_server is not None:
             redis_server.stop()
+
+
+@contextlib.contextmanager
+def _ray_hosts(address: str, settings: Settings) -> Iterator[None]:
+    """A sandbox host on each node of the Ray cluster while the block runs; the gateways (this
+    process's workers) use them through the remote backend."""
+    if settings.redis_url is None:
+        console.print("[red]error:[/red] --ray needs ENVSCALER_REDIS_URL, a Redis that every "
+                      "node of the cluster reaches (hosts publish themselves there)")
+        raise typer.Exit(2)
+    if settings.sandbox_backend == "remote":
+        console.print("[red]error:[/red] with --ray, ENVSCALER_SANDBOX_BACKEND is what each "
+                      "node's host runs: docker or process")
+        raise typer.Exit(2)
+    try:
+        import ray
+
+        from server.ray_hosts import RayHosts, environment
+    except ImportError:
+        console.print("[red]error:[/red] --ray needs Ray: pip install .[ray]")
+        raise typer.Exit(2) from None
+    os.environ.setdefault("ENVSCALER_CLUSTER_SECRET", secrets.token_hex(32))
+    ray.init(address=address)  # its SIGTERM handler exits by SystemExit: the clean-up runs
+    hosts = RayHosts(environment())
+    try:
+        with console.status("starting a sandbox host on each node"):
+            hosts.sync()
+        console.print(f"sandbox hosts on {len(hosts.hosts)} nodes: " + ", ".join(
+            host.address for host in hosts.hosts.values()))
+        hosts.follow()
+        os.environ["ENVSCALER_SANDBOX_BACKEND"] = "remote"  # the gateways, in their workers
+        yield
+    finally:
+        hosts.close()
+        ray.shutdown()
 
 
 def _serve_workers(workers: int, config: dict[str, object], settings: Settings) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,39 @@ def parse_size(text: str) -> int:
     if match is None:
         raise ValueError(f"not a size: {text!r} (expected e.g. 256m or 1g)")
     return int(float(match[1]) * _UNITS[match[2].lower()])
+
+
+@dataclass(frozen=True)
+class ClusterAuth:
+    """What gateways and sandbox hosts need to trust each other (``sandbox.remote.wire``): the
+    shared cluster secret and, optionally, TLS (a host's certificate and key; the CA file a
+    gateway checks it with)."""
+
+    secret: bytes
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+
+    def server_tls(self) -> ssl.SSLContext | None:
+        if self.tls_cert is None:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.tls_cert, self.tls_key)
+        return context
+
+    def client_tls(self) -> ssl.SSLContext | None:
+        if self.tls_ca is None:
+            return None
+        return ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(self.tls_ca))
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Where a gateway finds sandbox hosts (their registry in Redis) and how it proves itself
+    to them; set only for the ``remote`` backend."""
+
+    redis_url: str
+    auth: ClusterAuth
 
 
 @dataclass(frozen=True)
@@ -45,3 +79,4 @@ class SandboxConfig:
     docker_timeout: float = 15.0  # seconds for a Docker engine request, and for a free thread
     docker_threads: int = 16  # threads of the Docker backend's own for engine calls
     labels: dict[str, str] = field(default_factory=dict)
+    cluster: ClusterConfig | None = None  # the ``remote`` backend's hosts

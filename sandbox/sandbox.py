@@ -43,8 +43,7 @@ class Sandbox:
         """``owner``: the pool that created (or adopted) this sandbox and counts it."""
         self.handle = handle
         self.backend = backend
-        # Paths and secret from the handle's names, under the backend's own root: a handle is data
-        self.client = RuntimeClient(backend.socket_path(handle), backend.secret(handle))
+        self.client = backend.runtime_client(handle)
         self.destroyed = False
         self.owner = owner
         self.idle_since = time.monotonic()  # when it was made or last went back to its pool

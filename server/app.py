@@ -16,9 +16,9 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
-import redis.asyncio as aioredis
 from fastapi import FastAPI
 
+from common.redisclient import connect
 from sandbox.backends import make_backend
 from sandbox.checkers import CheckerPool
 from sandbox.pool import SandboxPool
@@ -64,7 +64,7 @@ def configure_logging(level: str) -> None:
         logger.addHandler(handler)
 
 
-async def _sandbox_image(settings: Settings) -> str:
+async def sandbox_image(settings: Settings) -> str:
     if settings.sandbox_image:
         return settings.sandbox_image
     if settings.sandbox_backend != "docker":
@@ -92,9 +92,8 @@ def create_app(
             raise RuntimeError(
                 "ENVSCALER_REDIS_URL is not set (the command line starts an embedded Redis)"
             )
-        redis = aioredis.Redis.from_url(
+        redis = connect(
             settings.redis_url,
-            decode_responses=True,
             socket_connect_timeout=settings.redis_timeout,
             socket_timeout=settings.redis_timeout,
             health_check_interval=30,
@@ -107,7 +106,7 @@ def create_app(
         try:
             await redis.ping()
             catalogue = await asyncio.to_thread(ServedCatalogue, settings.catalogue)
-            image = await _sandbox_image(settings)
+            image = await sandbox_image(settings)
             sandbox_config = settings.sandbox_config(image=image, labels=sandbox_labels)
             backend = make_backend(sandbox_config, settings.instance)
             pool = SandboxPool(backend, sandbox_config)

@@ -1,8 +1,8 @@
 """Prometheus metrics of the gateway (``GET /metrics``, text format).
 
 Each app has its own registry, so that several apps can live in one process (tests) without
-colliding. ``envscaler_sessions_live`` is Redis's ``ZCARD envscaler:sessions:live`` at scrape
-time, so it counts the sessions of every gateway on that Redis.
+colliding. ``envscaler_sessions_live`` is the sum of Redis's ``ZCARD`` of the live set's shards at
+scrape time, so it counts the sessions of every gateway on that Redis.
 
 Under ``envscaler serve --workers N`` (``server.workers``), ``PROMETHEUS_MULTIPROC_DIR`` is set
 and prometheus_client keeps every worker's values in files there; a scrape, whichever worker

@@ -27,7 +27,8 @@ Semantics kept from the redis-py client the gateway configures (`server.app`):
 - replies are decoded as redis-py's ``decode_responses=True`` does (UTF-8 strings).
 
 Only ``redis://`` and ``unix://`` URLs (with optional password, user and db); for any other
-(``rediss://``) `ScriptClient.for_url` returns None and the caller keeps using redis-py.
+(``rediss://``, a Redis Cluster's) `ScriptClient.for_url` returns None and the caller keeps using
+redis-py.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from common.redisclient import is_cluster
 
 TIMER_SLACK = 0.001  # the event loop's timers have a resolution of a millisecond
 # Connections kept open between commands (about one per request in flight); beyond, one is
@@ -170,6 +173,8 @@ class ScriptClient:
 
     @classmethod
     def for_url(cls, url: str, timeout: float, connect_timeout: float) -> ScriptClient | None:
+        if is_cluster(url):  # redis-py's cluster client sends each script to its keys' node
+            return None
         options = parse_url(url)
         if options.get("connection_class") is SSLConnection:
             return None

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sandbox.checkers import CheckBudget
-from sandbox.config import SandboxConfig, parse_size
+from sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig, parse_size
 from server.jsonlimits import JsonLimits
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,18 @@ class Settings(BaseSettings):
     state_dir: Path = Field(Path.home() / ".local" / "state" / "envscaler",
                             description="where the embedded Redis keeps its append-only file")
 
-    sandbox_backend: Literal["docker", "process"] = "docker"
+    sandbox_backend: Literal["docker", "process", "remote"] = Field(
+        "docker", description="remote: sandboxes on sandbox hosts (`envscaler sandbox host`), "
+        "found in the registry in ENVSCALER_REDIS_URL")
+    cluster_secret: str | None = Field(None, description="the secret shared by gateways and "
+                                       "sandbox hosts, each proving it holds it on connect")
+    host_tls_cert: Path | None = Field(None, description="a sandbox host's TLS certificate "
+                                       "(with host_tls_key): connections to it are encrypted")
+    host_tls_key: Path | None = None
+    host_tls_ca: Path | None = Field(None, description="the CA file gateways check hosts' "
+                                     "certificates with (set: gateways speak TLS to hosts)")
+    host_heartbeat: float = Field(1.0, gt=0, description="seconds between a sandbox host's "
+                                  "heartbeats; three missed: taken for dead")
     sandbox_image: str | None = Field(None, description="unset: build the image of this checkout")
     sandbox_base_image: str = "envscaler-base:bookworm"
     sandbox_runtime: str | None = Field(None, description='Docker runtime, e.g. "runsc" for gVisor')
@@ -113,7 +124,8 @@ class Settings(BaseSettings):
                               "its sandbox")
     web_ui: bool = Field(True, description="serve the web page at /ui/ (false: the API alone)")
 
-    @field_validator("redis_url", "sandbox_image", "sandbox_runtime", "workers", mode="before")
+    @field_validator("redis_url", "sandbox_image", "sandbox_runtime", "workers", "cluster_secret",
+                     "host_tls_cert", "host_tls_key", "host_tls_ca", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
@@ -143,16 +155,34 @@ class Settings(BaseSettings):
     def check_budget(self) -> CheckBudget:
         return CheckBudget(self.check_cpu_seconds, parse_size(self.check_memory))
 
+    def cluster_auth(self) -> ClusterAuth:
+        """Raises ``ValueError`` without a cluster secret: hosts serve no one without it."""
+        if not self.cluster_secret:
+            raise ValueError("ENVSCALER_CLUSTER_SECRET is not set: sandbox hosts and the "
+                             "gateways that use them share it")
+        return ClusterAuth(self.cluster_secret.encode(), self.host_tls_cert, self.host_tls_key,
+                           self.host_tls_ca)
+
+    def cluster_config(self) -> ClusterConfig | None:
+        """The remote backend's hosts; None for a local backend."""
+        if self.sandbox_backend != "remote":
+            return None
+        if not self.redis_url:
+            raise ValueError("the remote sandbox backend finds its hosts in ENVSCALER_REDIS_URL")
+        return ClusterConfig(self.redis_url, self.cluster_auth())
+
     def sandbox_config(self, image: str, labels: dict[str, str] | None = None) -> SandboxConfig:
         """The sandbox layer's settings: every `SandboxConfig` field of the same name as a setting
         here, with ``image`` resolved (built when ``sandbox_image`` is unset) and ``labels`` (put
-        on every sandbox, e.g. a test run's id)."""
+        on every sandbox, e.g. a test run's id). With the remote backend the gateway keeps no
+        warm pool: the hosts do."""
+        remote = self.sandbox_backend == "remote"
         return SandboxConfig(
             sandbox_backend=self.sandbox_backend, sandbox_image=image,
             sandbox_runtime=self.sandbox_runtime, sandbox_memory=self.sandbox_memory,
             sandbox_cpus=self.sandbox_cpus, sandbox_pids=self.sandbox_pids,
             sandbox_tmpfs=self.sandbox_tmpfs, sandbox_log_size=self.sandbox_log_size,
-            socket_root=self.socket_root, pool_size=self.pool_size,
+            socket_root=self.socket_root, pool_size=0 if remote else self.pool_size,
             max_sandboxes=self.max_sandboxes, sandbox_create_rate=self.sandbox_create_rate,
             docker_timeout=self.docker_timeout, docker_threads=self.docker_threads,
-            labels=labels or {})
+            labels=labels or {}, cluster=self.cluster_config())

@@ -8,7 +8,11 @@ all of a session's keys, so nothing leaks even when every gateway dies.
 Keys
 ====
 
-``envscaler:session:{id}`` — HASH, the session record
+Every key of a session, and the shard of the live set that holds it, carry the session's hash tag
+(``{<tag>}``, `slot_tag`: one of 64), so each script's keys are in one slot and the layout works on
+Redis Cluster (``ENVSCALER_REDIS_URL=redis+cluster://...``), sessions spread over its masters.
+
+``envscaler:session:{<tag>}:<id>`` — HASH, the session record
     ``env``               environment id
     ``scenario``          scenario id of the current epoch; empty for a custom ``init_config``
                           (a scenario's initial configuration is the catalogue's, never copied
@@ -23,7 +27,8 @@ Keys
     ``executed``          calls of the current epoch whose effects the sandbox holds (``replay``
                           true): the runtime counts the same as its ``executed``, and a sandbox
                           whose count differs is not attached to
-    ``sandbox``           JSON of the live sandbox's handle (``SandboxHandle.to_dict``), or empty
+    ``sandbox``           JSON of the live sandbox's handle (``SandboxHandle.to_dict``), or empty;
+                          with sandbox hosts, its ``instance`` names the host that holds it
     ``owner``             fingerprint of the API key that created it (``anonymous`` without keys)
     ``agent_token_hash``  hex sha256 of the session's agent token (the token itself is never stored)
     ``status``            ``active`` | ``expired`` | ``closed``
@@ -35,7 +40,7 @@ Keys
     ``updated``           unix time of the last activity
     ``committed``         lock token of the last commit (`COMMIT` is keyed by it: idempotent)
 
-``envscaler:session:{id}:calls`` — LIST, the trajectory, in order. Tool-call entries::
+``envscaler:session:{<tag>}:<id>:calls`` — LIST, the trajectory, in order. Tool-call entries::
 
     {"index", "epoch", "call_id", "name", "arguments", "ok", "result" | "error",
      "replay", "time", "duration_ms"}
@@ -48,17 +53,19 @@ Keys
 
     {"kind": "reset", "index", "epoch", "scenario", "seed", "time"[, "init_config"]}
 
-``envscaler:session:{id}:init`` — STRING, the JSON of the current epoch's custom ``init_config``
-  (only while it has one): read to rebuild or reset the session, never by a call
+``envscaler:session:{<tag>}:<id>:init`` — STRING, the JSON of the current epoch's custom
+  ``init_config`` (only while it has one): read to rebuild or reset the session, never by a call
 
-``envscaler:session:{id}:call-ids`` — HASH, ``call_id`` -> index of its latest entry in
+``envscaler:session:{<tag>}:<id>:call-ids`` — HASH, ``call_id`` -> index of its latest entry in
   ``:calls``. A call_id is scoped to its epoch: an index before ``epoch_start`` names a call of an
   earlier episode, and the same call_id after a reset is a new call
 
-``envscaler:session:{id}:lock`` — STRING, the session lock: a ``redis.asyncio.lock.Lock`` whose
-  value is the holder's token, with a lease (``PX``) so that a dead gateway cannot hold it for ever
+``envscaler:session:{<tag>}:<id>:lock`` — STRING, the session lock: a
+  ``redis.asyncio.lock.Lock`` whose value is the holder's token, with a lease (``PX``) so that a
+  dead gateway cannot hold it for ever
 
-``envscaler:sessions:live`` — ZSET, session id -> unix time of its last activity (active sessions)
+``envscaler:sessions:{<tag>}:live`` — ZSET, session id -> unix time of its last activity (active
+  sessions), one shard per hash tag
 
 Round trips of a tool call
 ==========================
@@ -93,6 +100,7 @@ from __future__ import annotations
 
 import os
 import time
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,27 +114,41 @@ from common.jsoncodec import dumps, loads
 from server.redis_scripts import ScriptClient
 
 PREFIX = "envscaler"
-LIVE = f"{PREFIX}:sessions:live"
+SLOTS = 64  # hash tags: the live set's shards, spread over a Redis Cluster's masters
+
+
+def slot_tag(session_id: str) -> str:
+    """The hash tag of a session's keys and of its live set's shard (``{0}`` .. ``{63}``):
+    one slot for everything a script touches, on Redis Cluster too."""
+    return f"{{{zlib.crc32(session_id.encode('utf-8', 'surrogatepass')) % SLOTS}}}"
 
 
 def session_key(session_id: str) -> str:
-    return f"{PREFIX}:session:{session_id}"
+    return f"{PREFIX}:session:{slot_tag(session_id)}:{session_id}"
 
 
 def calls_key(session_id: str) -> str:
-    return f"{PREFIX}:session:{session_id}:calls"
+    return f"{session_key(session_id)}:calls"
 
 
 def call_ids_key(session_id: str) -> str:
-    return f"{PREFIX}:session:{session_id}:call-ids"
+    return f"{session_key(session_id)}:call-ids"
 
 
 def lock_key(session_id: str) -> str:
-    return f"{PREFIX}:session:{session_id}:lock"
+    return f"{session_key(session_id)}:lock"
+
+
+def live_key(session_id: str) -> str:
+    """The shard of the live set that holds the session (in its keys' slot)."""
+    return f"{PREFIX}:sessions:{slot_tag(session_id)}:live"
+
+
+LIVE_KEYS = [f"{PREFIX}:sessions:{{{n}}}:live" for n in range(SLOTS)]
 
 
 def init_key(session_id: str) -> str:
-    return f"{PREFIX}:session:{session_id}:init"
+    return f"{session_key(session_id)}:init"
 
 
 def _utf8_bytes(text: str) -> int:
@@ -284,6 +306,17 @@ redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 """
 
+# KEYS: session, calls, call-ids, init, live; ARGV: session id, seconds to keep, then field/value
+# pairs. A session closed or expired: the fields written (only to a record that exists, as
+# `UPDATE`), out of the live set, every key kept ARGV[2] seconds. One script rather than a MULTI
+# around `UPDATE`: a Redis Cluster client sends no script inside a transaction.
+FINISH = """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], unpack(ARGV, 3)) end
+redis.call('ZREM', KEYS[5], ARGV[1])
+for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[2]) end
+return 1
+"""
+
 
 class TokenRefused(Exception):
     """The agent token is not the session's (or the session does not exist)."""
@@ -332,6 +365,7 @@ class SessionStore:
         self.record_ttl = int(record_ttl) + 1
         self._commit = redis.register_script(COMMIT)
         self._update = redis.register_script(UPDATE)
+        self._finish = redis.register_script(FINISH)
         self._settle = redis.register_script(SETTLE)
         self._mark_ended = redis.register_script(MARK_ENDED)
         self._lock_and_load = redis.register_script(LOCK_AND_LOAD)
@@ -364,7 +398,7 @@ class SessionStore:
             pipe.hset(session_key(record.id), mapping=record.fields())
             if custom_init is not None:
                 pipe.set(init_key(record.id), custom_init)
-            pipe.zadd(LIVE, {record.id: record.updated})
+            pipe.zadd(live_key(record.id), {record.id: record.updated})
             self._expire_all(pipe, record.id, self.active_ttl)
             await pipe.execute()
 
@@ -385,7 +419,7 @@ class SessionStore:
         replies = await self._hot(
             self._lock_and_load,
             [lock.name, session_key(session_id), call_ids_key(session_id),
-             calls_key(session_id), LIVE, init_key(session_id)],
+             calls_key(session_id), live_key(session_id), init_key(session_id)],
             [token, int(lock.timeout * 1000), call_id or "", session_id, repr(time.time()),
              self.active_ttl, "1" if touch else "0", token_hash or ""],
         )
@@ -488,7 +522,7 @@ class SessionStore:
             session_key(record.id),
             calls_key(record.id),
             call_ids_key(record.id),
-            LIVE,
+            live_key(record.id),
             init_key(record.id),
         ]
         try:
@@ -526,28 +560,39 @@ class SessionStore:
         """Mark a session ``closed`` or ``expired``: no sandbox, not live, kept ``record_ttl``."""
         now = time.time()
         record.status, record.sandbox, record.updated = status, None, now
-        async with self.redis.pipeline(transaction=True) as pipe:
-            await self._update(keys=[session_key(record.id)],
-                               args=["status", status, "sandbox", "", "updated", repr(now)],
-                               client=pipe)
-            pipe.zrem(LIVE, record.id)
-            self._expire_all(pipe, record.id, self.record_ttl)
-            await pipe.execute()
+        await self._finish(
+            keys=[session_key(record.id), calls_key(record.id), call_ids_key(record.id),
+                  init_key(record.id), live_key(record.id)],
+            args=[record.id, self.record_ttl, "status", status, "sandbox", "", "updated",
+                  repr(now)])
 
     async def idle(self, cutoff: float, limit: int = 200) -> list[str]:
-        return list(await self.redis.zrangebyscore(LIVE, "-inf", cutoff, start=0, num=limit))
+        """The longest idle sessions since before ``cutoff``, at most ``limit``, over every
+        shard of the live set."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in LIVE_KEYS:
+                pipe.zrangebyscore(key, "-inf", cutoff, start=0, num=limit, withscores=True)
+            shards = await pipe.execute()
+        idle = sorted((pair for shard in shards for pair in shard), key=lambda pair: pair[1])
+        return [session_id for session_id, _ in idle[:limit]]
 
     async def last_activity(self, session_id: str) -> float | None:
-        return await self.redis.zscore(LIVE, session_id)
+        return await self.redis.zscore(live_key(session_id), session_id)
 
     async def forget_live(self, session_id: str) -> None:
-        await self.redis.zrem(LIVE, session_id)
+        await self.redis.zrem(live_key(session_id), session_id)
 
     async def live_among(self, session_ids: list[str]) -> list[bool]:
         if not session_ids:
             return []
-        scores = await self.redis.zmscore(LIVE, session_ids)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for session_id in session_ids:
+                pipe.zscore(live_key(session_id), session_id)
+            scores = await pipe.execute()
         return [score is not None for score in scores]
 
     async def live_count(self) -> int:
-        return int(await self.redis.zcard(LIVE))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in LIVE_KEYS:
+                pipe.zcard(key)
+            return sum(await pipe.execute())

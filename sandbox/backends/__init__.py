@@ -10,7 +10,7 @@ __all__ = ["SandboxBackend", "SandboxHandle", "make_backend"]
 
 def make_backend(config: SandboxConfig, instance: str) -> SandboxBackend:
     """The backend named by ``config.sandbox_backend``; imports lazily so `process` needs no
-    Docker SDK."""
+    Docker SDK. ``remote``: sandboxes on sandbox hosts (``config.cluster``)."""
     if config.sandbox_backend == "docker":
         from sandbox.backends.docker import DockerBackend
 
@@ -19,5 +19,9 @@ def make_backend(config: SandboxConfig, instance: str) -> SandboxBackend:
         from sandbox.backends.process import ProcessBackend
 
         return ProcessBackend(config, instance)
-    raise ValueError(f"unknown sandbox backend {config.sandbox_backend!r}; choose 'docker' or "
-                     "'process'")
+    if config.sandbox_backend == "remote":
+        from sandbox.backends.remote import RemoteBackend
+
+        return RemoteBackend(config, instance)
+    raise ValueError(f"unknown sandbox backend {config.sandbox_backend!r}; choose 'docker', "
+                     "'process' or 'remote'")

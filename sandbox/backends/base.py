@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox import socketroot
+from sandbox.client import RuntimeClient
 from sandbox.errors import SandboxUnavailable
 
 SOCKET_NAME = "runtime.sock"
@@ -129,6 +130,11 @@ class SandboxBackend(ABC):
             self.claim_root()
         assert self._key is not None
         return socketroot.sandbox_secret(self._key, handle.instance, handle.name)
+
+    def runtime_client(self, handle: SandboxHandle) -> RuntimeClient:
+        """A connection to the sandbox's runtime: its socket and secret from the handle's names,
+        under this backend's own root (a handle is data, never a path)."""
+        return RuntimeClient(self.socket_path(handle), self.secret(handle))
 
     def handle_from(self, data: object) -> SandboxHandle:
         """A stored handle, checked for shape and for this backend (``InvalidHandle``); the

@@ -17,7 +17,7 @@ Durability by deterministic replay
 Serialization
     Calls on one session never interleave: a per-session `asyncio.Lock` orders requests inside the
     process (FIFO, no polling), and a Redis lock (`server.store.SessionLock`, a
-    ``redis.asyncio.lock.Lock`` on ``envscaler:session:{id}:lock``, with a lease that
+    ``redis.asyncio.lock.Lock`` on ``envscaler:session:{<tag>}:<id>:lock``, with a lease that
     `locking.SessionLocks` renews while its request works) orders them across gateways on one
     Redis.
     Different sessions run in parallel. A request that cannot take both locks within

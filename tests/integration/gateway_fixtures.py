@@ -28,6 +28,7 @@ import redis as redis_sync
 from server.app import create_app
 from server.settings import Settings
 from tests.conftest import TEST_LABELS
+from server.store import session_key
 
 __all__ = ["backend_kwargs", "catalogue_root", "make_settings", "redis_client"]  # the fixtures
 
@@ -290,7 +291,7 @@ async def running_gateway(
 
 
 def session_record(redis_client: redis_sync.Redis, session_id: str) -> dict[str, str]:
-    return redis_client.hgetall(f"envscaler:session:{session_id}")
+    return redis_client.hgetall(session_key(session_id))
 
 
 def sandbox_handle(redis_client: redis_sync.Redis, session_id: str) -> dict[str, str]:

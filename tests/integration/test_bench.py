@@ -25,8 +25,9 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
 
     written = json.loads((tmp_path / "results.json").read_text())
     assert written == results
-    assert set(written) == {"meta", "config", "sessions", "calls", "baselines", "density",
-                            "validate", "episodes", "lease_expiries", "large_state", "floors"}
+    assert set(written) == {"meta", "config", "sessions", "calls", "baselines", "hosts",
+                            "density", "validate", "episodes", "lease_expiries", "large_state",
+                            "floors"}
     assert written["meta"]["containers_left"] == 0
     assert written["meta"]["gateway"].startswith("envscaler serve (its default: ")
     assert isinstance(written["lease_expiries"], int)
@@ -50,6 +51,10 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
     assert written["baselines"]["in_process"]["n"] == config.baseline_calls
     assert written["baselines"]["in_process"]["result_ok"] is True
     assert written["baselines"]["runtime"]["n"] == config.runtime_calls
+    assert written["hosts"]["hop"]["n"] == config.host_calls
+    assert list(written["hosts"]["scaling"]) == [str(count) for count in config.host_counts]
+    for count, spread in written["hosts"]["scaling"].items():
+        assert spread["hosts_used"] == int(count) and spread["rps"] > 0
 
     density = written["density"]
     assert density["live_sessions"] == config.density_sessions

@@ -10,6 +10,7 @@ import pytest
 import redis
 from envscaler_client import AsyncEnvClient, EnvClient, RetryPolicy, TransportError
 
+from server.store import lock_key
 from tests.integration.gateway_fixtures import COUNTER
 from tests.integration.live_gateway import *  # the fixtures: catalogue_root, live_gateway
 from tests.integration.live_gateway import REDIS_DB, FlakyProxy, LiveGateway
@@ -78,7 +79,7 @@ async def test_a_busy_session_answers_503_with_retry_after_and_the_call_is_retri
         # nap holds the session for 1.5 s; the gateway waits 0.5 s for a busy session, then 503.
         nap = asyncio.create_task(session.call("nap", {"seconds": 1.5}))
         for _ in range(1000):
-            if store.exists(f"envscaler:session:{session.id}:lock"):
+            if store.exists(lock_key(session.id)):
                 break
             await asyncio.sleep(0.005)
         result = await session.call("increment", {"name": "a"})

@@ -11,6 +11,7 @@ import pytest
 
 from envformat.loader import load_env
 from server.embedded_redis import EmbeddedRedis
+from server.store import init_key, live_key, session_key
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import (
     COUNTER,
@@ -160,7 +161,7 @@ async def test_whole_session_on_library_loans(make_settings, redis_client) -> No
         ]
         record = session_record(redis_client, session_id)
         assert record["status"] == "closed" and record["sandbox"] == ""
-        assert redis_client.zscore("envscaler:sessions:live", session_id) is None
+        assert redis_client.zscore(live_key(session_id), session_id) is None
 
 
 async def test_custom_init_config_session_has_no_checklist(make_settings) -> None:
@@ -366,7 +367,7 @@ async def test_redis_layout_of_a_session(make_settings, redis_client) -> None:
         await client.post(f"/v1/sessions/{session_id}/reset", json={"seed": 9})
         await call(client, session_id, "increment", {"name": "b"})
 
-        key = f"envscaler:session:{session_id}"
+        key = session_key(session_id)
         record = redis_client.hgetall(key)
         assert {
             "env",
@@ -390,7 +391,7 @@ async def test_redis_layout_of_a_session(make_settings, redis_client) -> None:
             record["status"],
         ) == (COUNTER, "counter-1", "9", "1", "1", "active")
         # a scenario's initial configuration is the catalogue's: never copied into Redis
-        assert "init_config" not in record and not redis_client.exists(f"{key}:init")
+        assert "init_config" not in record and not redis_client.exists(init_key(session_id))
         assert (
             json.loads(record["sandbox"])["id"]
             == (await client.get(f"/v1/sessions/{session_id}")).json()["sandbox_id"]
@@ -419,7 +420,7 @@ async def test_redis_layout_of_a_session(make_settings, redis_client) -> None:
             "time": calls[1]["time"],
         }
         assert redis_client.hgetall(f"{key}:call-ids") == {"first": "0"}
-        assert redis_client.zscore("envscaler:sessions:live", session_id) == pytest.approx(
+        assert redis_client.zscore(live_key(session_id), session_id) == pytest.approx(
             float(record["updated"])
         )
         for suffix in ("", ":calls", ":call-ids"):
@@ -439,11 +440,11 @@ async def test_a_custom_init_config_is_stored_once_beside_the_record(make_settin
     own = {"counters": {"x": 41}}
     async with running_gateway(settings) as (_, client):
         session_id = (await create(client, COUNTER, init_config=own))["session_id"]
-        key = f"envscaler:session:{session_id}"
+        key = session_key(session_id)
         assert "init_config" not in redis_client.hgetall(key)
-        assert json.loads(redis_client.get(f"{key}:init")) == own
+        assert json.loads(redis_client.get(init_key(session_id))) == own
         await call(client, session_id, "increment", {"name": "x"})
-        assert 1250 < redis_client.ttl(f"{key}:init") <= 1301
+        assert 1250 < redis_client.ttl(init_key(session_id)) <= 1301
         # a rebuild starts from it: the sandbox killed, the next call replays on a new one
         kill_sandbox(sandbox_handle(redis_client, session_id), Path(settings.socket_root))
         assert (await call(client, session_id, "increment", {"name": "x"}))["result"]["data"][
@@ -453,4 +454,4 @@ async def test_a_custom_init_config_is_stored_once_beside_the_record(make_settin
         assert (await call(client, session_id, "increment", {"name": "x"}))["result"]["data"][
             "value"] == 42
         await client.post(f"/v1/sessions/{session_id}/reset", json={"scenario": "counter-1"})
-        assert not redis_client.exists(f"{key}:init")
+        assert not redis_client.exists(init_key(session_id))

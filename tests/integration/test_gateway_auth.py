@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from server.store import session_key
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import COUNTER, running_gateway
 
@@ -48,7 +49,7 @@ async def test_api_keys_are_required_when_configured(make_settings, redis_client
         assert (await client.get("/metrics")).status_code == 200
         # only the hash of an agent token is stored
         session_id = created.json()["session_id"]
-        record = redis_client.hgetall(f"envscaler:session:{session_id}")
+        record = redis_client.hgetall(session_key(session_id))
         assert created.json()["agent_token"] not in str(record)
         assert len(record["agent_token_hash"]) == 64
 

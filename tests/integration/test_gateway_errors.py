@@ -6,6 +6,7 @@ import asyncio
 import time
 from pathlib import Path
 
+from server.store import calls_key, live_key, session_key
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import (
     COUNTER,
@@ -335,9 +336,9 @@ async def test_idle_sessions_expire_410_but_stay_readable(make_settings, redis_c
             await asyncio.sleep(0.1)
         # in a thread: the gateway recycles it on this event loop meanwhile
         assert await asyncio.to_thread(sandbox_released, handle, Path(settings.socket_root))
-        assert redis_client.zscore("envscaler:sessions:live", session_id) is None
-        assert 0 < redis_client.ttl(f"envscaler:session:{session_id}") <= 601
-        assert 0 < redis_client.ttl(f"envscaler:session:{session_id}:calls") <= 601
+        assert redis_client.zscore(live_key(session_id), session_id) is None
+        assert 0 < redis_client.ttl(session_key(session_id)) <= 601
+        assert 0 < redis_client.ttl(calls_key(session_id)) <= 601
 
         assert_error(
             await client.post(url, json={"name": "increment", "arguments": {"name": "a"}}),

@@ -13,6 +13,7 @@ import pytest
 from bench import largestate
 from server import statesize
 from server.settings import Settings
+from server.store import session_key
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import running_gateway
 
@@ -43,7 +44,7 @@ async def test_a_scenario_over_a_data_file_is_served_and_solved(make_settings, r
             assert answer.json()["ok"], answer.text
         validation = (await client.post(f"/v1/sessions/{session_id}/validate")).json()
         assert validation["reward"] == 1.0, validation
-        key = f"envscaler:session:{session_id}"
+        key = session_key(session_id)
         stored = sum(redis_client.memory_usage(k) or 0 for k in redis_client.keys(f"{key}*"))
         database = (shop / largestate.ENV_ID / "data" / largestate.data_file(SIZE_MB)).stat()
         assert stored < database.st_size / 10, stored  # the trajectory, not the database

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from server.settings import Settings
+from server.store import LIVE_KEYS
 from tests.integration.gateway_fixtures import (
     LIBRARY,
     GatewayProcess,
@@ -29,8 +30,9 @@ from tests.integration.gateway_fixtures import (
 )
 
 LIMIT = 64 * 1024
-SESSION_KEY = re.compile(r"^envscaler:session:[A-Za-z0-9_-]{16,64}(:calls|:call-ids|:lock)?$")
-OTHER_KEYS = {"envscaler:sessions:live"}
+SESSION_KEY = re.compile(
+    r"^envscaler:session:\{\d+\}:[A-Za-z0-9_-]{16,64}(:calls|:call-ids|:lock)?$")
+OTHER_KEYS = set(LIVE_KEYS)
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +99,7 @@ def test_oversized_bodies_are_refused_with_413(gateway: GatewayProcess) -> None:
 TRICKS = [
     "..", ".", "../../etc/passwd", "..%2F..%2Fetc%2Fpasswd", "%2e%2e", "%2e%2e%2f%2e%2e",
     "%252e%252e", "..\\..\\windows", "A" * 10_000, "ßéssion-ïd-ääääääääääää",
-    "%E2%80%AEdi-noisses-rellam", "%F0%9F%92%A5" * 10, "*", "envscaler:sessions:live",
+    "%E2%80%AEdi-noisses-rellam", "%F0%9F%92%A5" * 10, "*", "envscaler:sessions:{0}:live",
     "AAAAAAAAAAAAAAAAAAAAAAAA%00", "AAAAAAAAAAAAAAAAAAAAAAAA%0d%0aSET%20x%201",
     "AAAAAAAAAAAAAAAAAAAAAAAA:calls", "AAAAAAAAAAAAAAAAAAAAAAAA%3Acall-ids", "%20", "~root",
 ]

@@ -15,7 +15,7 @@ import httpx
 import pytest
 import redis as redis_sync
 
-from server.store import COMMIT, LOCK_AND_LOAD
+from server.store import COMMIT, LOCK_AND_LOAD, call_ids_key, calls_key, lock_key, session_key
 from tests.integration.gateway_fixtures import (
     LIBRARY,
     kill_sandbox,
@@ -170,23 +170,23 @@ async def test_a_record_that_vanishes_mid_call_is_never_resurrected(make_setting
                 f"/v1/sessions/{session_id}/calls",
                 json={"name": "nap", "arguments": {"seconds": 0.5}}))
             await asyncio.sleep(0.2)
-            redis_client.delete(f"envscaler:session:{session_id}",
-                                f"envscaler:session:{session_id}:calls",
-                                f"envscaler:session:{session_id}:call-ids")
+            redis_client.delete(session_key(session_id),
+                                calls_key(session_id),
+                                call_ids_key(session_id))
             if kill_sandbox_too:  # the call is retried on a rebuilt sandbox, whose handle the
                 await asyncio.to_thread(kill_sandbox, handle, socket_root)  # rebuild records
             answer = await napping
             assert answer.status_code in {404, 503}, answer.text
             assert "Traceback" not in answer.text
-            assert not redis_client.exists(f"envscaler:session:{session_id}")
+            assert not redis_client.exists(session_key(session_id))
             for _ in range(2):
                 response = await client.post(f"/v1/sessions/{session_id}/calls",
                                              json={"name": "increment", "arguments": {"name": "a"}})
                 assert_error(response, 404, "UnknownSession")
                 assert_error(await client.get(f"/v1/sessions/{session_id}/state"), 404,
                              "UnknownSession")
-            assert not redis_client.exists(f"envscaler:session:{session_id}")
-            assert not redis_client.exists(f"envscaler:session:{session_id}:calls")
+            assert not redis_client.exists(session_key(session_id))
+            assert not redis_client.exists(calls_key(session_id))
 
 
 # ---------------------------------------------------------------- lost replies
@@ -235,7 +235,7 @@ async def test_a_lock_whose_reply_is_lost_is_its_takers(make_settings, redis_url
             answer = await call(client, session_id, "increment", {"name": "z"})
             assert answer["ok"] is True and answer["index"] == 1
             assert proxy.matched["drop"] == 1
-            assert not redis_client.exists(f"envscaler:session:{session_id}:lock")
+            assert not redis_client.exists(lock_key(session_id))
 
             store = app.state.service.store
             lock = store.lock(session_id, lease=30.0, wait=1.0)

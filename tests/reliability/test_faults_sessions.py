@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from server.store import lock_key, session_key
 from tests.integration.gateway_fixtures import (
     kill_sandbox,
     running_gateway,
@@ -38,7 +39,7 @@ async def test_a_reset_that_loses_its_lock_while_claiming_leaks_no_sandbox(make_
         async def claim_then_lose_the_lock(session: str) -> Any:
             sandbox = await real_claim(session)
             claimed.append(sandbox)
-            redis_client.delete(f"envscaler:session:{session_id}:lock")  # its lease ran out
+            redis_client.delete(lock_key(session_id))  # its lease ran out
             return sandbox
 
         pool.claim = claim_then_lose_the_lock
@@ -109,4 +110,4 @@ async def test_a_call_that_ends_its_runtime_after_answering_does_not_poison_the_
                                          ("note", True, True, False),
                                          ("note", True, True, False)]
         assert trajectory[1]["result"] == doomed["result"]
-        assert redis_client.hget(f"envscaler:session:{session_id}", "executed") == "3"
+        assert redis_client.hget(session_key(session_id), "executed") == "3"

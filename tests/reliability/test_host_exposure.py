@@ -18,6 +18,7 @@ import redis
 
 from sandbox.config import parse_size
 from server.settings import Settings
+from server.store import session_key
 from tests.integration.gateway_fixtures import GatewayProcess, gateway_process
 from tests.reliability.helpers import call, engine, new_session
 
@@ -68,7 +69,7 @@ async def client(stage: Stage) -> AsyncIterator[httpx.AsyncClient]:
 
 def container_of(stage: Stage, session_id: str) -> str:
     with redis.Redis.from_url(stage.redis_url, decode_responses=True) as records:
-        return json.loads(records.hget(f"envscaler:session:{session_id}", "sandbox"))["id"]
+        return json.loads(records.hget(session_key(session_id), "sandbox"))["id"]
 
 
 def bytes_on_disk(log_path: str) -> int:

@@ -22,6 +22,7 @@ import docker
 import pytest
 
 from sandbox.runtime import protocol
+from server.store import session_key
 from tests.conftest import RUN_ID
 from tests.integration.gateway_fixtures import running_gateway, sandbox_handle
 from tests.reliability.helpers import call, new_session, state
@@ -104,7 +105,7 @@ class Counterfeit:
 
 
 def forge(redis_client: Any, session_id: str, handle: dict[str, Any]) -> None:
-    redis_client.hset(f"envscaler:session:{session_id}", "sandbox", json.dumps(handle))
+    redis_client.hset(session_key(session_id), "sandbox", json.dumps(handle))
 
 
 def container_running(container: Any) -> bool:

@@ -39,6 +39,7 @@ import redis as redis_sync
 
 from server.embedded_redis import EmbeddedRedis
 from server.settings import Settings
+from server.store import LIVE_KEYS
 from tests.conftest import TEST_LABELS
 from tests.integration.gateway_fixtures import LIBRARY, GatewayProcess
 from tests.reliability.helpers import (
@@ -235,7 +236,7 @@ async def test_soak(redis_url: str, sandbox_image: str, socket_root: Path,
                 left = {"dead instance": len(containers_of(dead)),
                         "claimed": len(claimed_containers(live)),
                         "stopped": len(containers_of(live, running=False)),
-                        "live sessions": direct.zcard("envscaler:sessions:live")}
+                        "live sessions": sum(direct.zcard(key) for key in LIVE_KEYS)}
                 pool_and_checkers = ready + settings.checkers
                 if not any(left.values()) and len(containers_of(live)) == pool_and_checkers:
                     break

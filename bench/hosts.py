@@ -1,0 +1,178 @@
+"""Sandbox hosts (`envscaler sandbox host`) on this machine, at the sandbox layer (no gateway):
+
+- ``hop``: the runtime baseline's round trip (`bench.baseline.runtime_round_trip`), through a
+  host over TCP instead of the runtime's Unix socket: the cost of the hop;
+- ``scaling``: calls per second from ``host_lanes`` sandboxes at once, spread over 1, 2 and 3
+  hosts, with the cores each part used. This machine's cores are shared by the hosts, their
+  sandboxes and the caller, so what carries to a cluster of one host per node is the calls per
+  second per core of the machine, and the hosts' share of those cores.
+
+Each host is its own process with its own socket root and the Docker backend, found through the
+registry in a Redis of its own, as gateways find hosts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.procstat import CpuMeter
+from bench.stats import summary
+from bench.workload import Probe
+from envformat.loader import EnvPackage
+from sandbox.backends.remote import RemoteBackend
+from sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig
+from sandbox.sandbox import Sandbox
+from server.embedded_redis import EmbeddedRedis
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+REGISTER_TIMEOUT = 120.0  # seconds for a host to start and publish itself (its warm pool fills)
+
+
+class Hosts:
+    """Host processes added one by one; ``stop`` ends them all (SIGTERM: each removes its own
+    containers)."""
+
+    def __init__(self, image: str, scratch: Path, pool_size: int) -> None:
+        self.image, self.scratch, self.pool_size = image, scratch, pool_size
+        self.secret = secrets.token_hex(16)
+        self.redis = EmbeddedRedis(scratch / "hosts-redis", persistent=False).start()
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.roots: list[Path] = []
+
+    def add(self) -> None:
+        root = Path(f"/tmp/esb-{secrets.token_hex(4)}")  # short: socket paths <= 107 bytes
+        root.mkdir(mode=0o700)
+        self.roots.append(root)
+        env = {**os.environ, "ENVSCALER_REDIS_URL": self.redis.url,
+               "ENVSCALER_CLUSTER_SECRET": self.secret, "ENVSCALER_SANDBOX_BACKEND": "docker",
+               "ENVSCALER_SANDBOX_IMAGE": self.image, "ENVSCALER_SOCKET_ROOT": str(root),
+               "ENVSCALER_POOL_SIZE": str(self.pool_size), "ENVSCALER_LOG_LEVEL": "WARNING"}
+        with open(self.scratch / f"host-{len(self.processes)}.log", "wb") as log:
+            self.processes.append(subprocess.Popen(
+                [sys.executable, "-m", "cli", "sandbox", "host", "--listen", "127.0.0.1:0"],
+                cwd=REPO_ROOT, env=env, stdout=log, stderr=log))
+
+    def backend(self) -> RemoteBackend:
+        auth = ClusterAuth(self.secret.encode())
+        config = SandboxConfig(sandbox_backend="remote", pool_size=0,
+                               cluster=ClusterConfig(self.redis.url, auth))
+        return RemoteBackend(config, f"bench-{secrets.token_hex(3)}")
+
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for process in self.processes]
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for root in self.roots:
+            shutil.rmtree(root, ignore_errors=True)
+        self.redis.stop()
+
+
+async def _live(backend: RemoteBackend, count: int) -> None:
+    """Wait until ``count`` hosts are live, each with warm sandboxes."""
+    deadline = time.monotonic() + REGISTER_TIMEOUT
+    while True:
+        await backend.refresh()
+        live = backend.live_hosts()
+        if len(live) >= count and all(host.ready > 0 for host in live):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(live)} of {count} sandbox hosts registered in time")
+        await asyncio.sleep(0.2)
+
+
+async def _loaded(backend: RemoteBackend, env: EnvPackage, probe: Probe, count: int
+                  ) -> list[Sandbox]:
+    scenario = env.scenario(probe.scenario)
+    assert scenario is not None
+    sandboxes = [Sandbox(await backend.create({"envscaler.session": f"bench-{n}"}), backend)
+                 for n in range(count)]
+    await asyncio.gather(*(sandbox.load(
+        source=env.source, class_name=env.manifest.class_name, tools=env.tool_names,
+        init_config=scenario.init_config, seed=0, max_result_bytes=1 << 20, timeout=30)
+        for sandbox in sandboxes))
+    return sandboxes
+
+
+async def _hop(backend: RemoteBackend, env: EnvPackage, probe: Probe, calls: int
+               ) -> dict[str, Any]:
+    [sandbox] = await _loaded(backend, env, probe, 1)
+    try:
+        for _ in range(min(200, calls)):
+            await sandbox.call(probe.tool, probe.arguments, timeout=5)
+        samples = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            await sandbox.call(probe.tool, probe.arguments, timeout=5)
+            samples.append(time.perf_counter() - started)
+    finally:
+        await sandbox.destroy()
+    return {"how": "Sandbox.call from this process through a sandbox host over TCP "
+                   "(authenticated), the host to the runtime over its Unix socket",
+            **summary(samples)}
+
+
+async def _scaling(backend: RemoteBackend, env: EnvPackage, probe: Probe, lanes: int,
+                   seconds: float, meter: CpuMeter) -> dict[str, Any]:
+    sandboxes = await _loaded(backend, env, probe, lanes)
+    done = 0
+    try:
+        before = meter.snapshot()
+        stop = time.perf_counter() + seconds
+
+        async def lane(sandbox: Sandbox) -> None:
+            nonlocal done
+            while time.perf_counter() < stop:
+                await sandbox.call(probe.tool, probe.arguments, timeout=10)
+                done += 1
+
+        await asyncio.gather(*(lane(sandbox) for sandbox in sandboxes))
+        cores = CpuMeter.shares(before, meter.snapshot())
+    finally:
+        await asyncio.gather(*(sandbox.destroy() for sandbox in sandboxes))
+    rps = done / seconds
+    return {"lanes": lanes, "hosts_used": len({s.handle.instance for s in sandboxes}),
+            "rps": round(rps, 1), "cores": cores,
+            "calls_per_core_second": round(rps / max(cores["machine"], 1e-9), 1)}
+
+
+async def measure(image: str, env: EnvPackage, probe: Probe, scratch: Path, *, calls: int,
+                  lanes: int, seconds: float, counts: tuple[int, ...]) -> dict[str, Any]:
+    """The hop (one host) and the calls per second over each number of hosts in ``counts``."""
+    hosts = Hosts(image, scratch, pool_size=lanes)
+    backend = hosts.backend()
+    figures: dict[str, Any] = {"scaling": {}}
+    try:
+        hosts.add()
+        await backend.start()
+        await _live(backend, 1)
+        figures["hop"] = await _hop(backend, env, probe, calls)
+        for count in counts:
+            while len(hosts.processes) < count:
+                hosts.add()
+            await _live(backend, count)
+            meter = CpuMeter(processes={"hosts": hosts.pids, "caller": [os.getpid()]})
+            figures["scaling"][str(count)] = await _scaling(backend, env, probe, lanes, seconds,
+                                                            meter)
+    finally:
+        await backend.close()
+        await asyncio.to_thread(hosts.stop)
+    return figures

@@ -1,0 +1,217 @@
+"""A sandbox host: the one process of a node that owns its sandbox backend, warm pool and socket
+root, and serves them to gateways anywhere over authenticated TCP (``wire``). The Unix sockets
+stay on the node: a gateway names a sandbox by its handle, and the host reaches it.
+
+A host serves only the sandboxes it gave out itself (its leases), of the generation it gave
+out: a handle of another host, of an earlier life of this one, or of a container recycled since,
+is answered ``SandboxGone``, so the gateway rebuilds the session by replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sandbox.backends.base import CHECKER, RUNTIME, SandboxBackend, SandboxHandle
+from sandbox.errors import SandboxError, SandboxGone
+from sandbox.pool import SandboxPool
+from sandbox.config import ClusterAuth
+from sandbox.remote import wire
+from sandbox.remote.faults import BadHostRequest, to_wire
+from sandbox.remote.registry import HostInfo, HostRegistry
+from sandbox.runtime import protocol
+from sandbox.sandbox import Sandbox
+
+log = logging.getLogger("envscaler.sandbox.host")
+
+RUNTIME_OPS = {"ping", "load", "reset", "call", "state", "snapshot", "check"}
+
+
+@dataclass(frozen=True)
+class HostAddress:
+    listen: str  # where it binds; port 0: any free port
+    advertise: str  # what gateways are told (the node's address, when it binds 0.0.0.0)
+
+    def bound(self, port: int) -> HostAddress:
+        """The address with the port it was given in place of 0."""
+        host, advertised = wire.split_address(self.advertise)
+        host = f"[{host}]" if ":" in host else host
+        return HostAddress(self.listen, f"{host}:{advertised or port}")
+
+
+class SandboxHost:
+    """The node's pool and backend behind a TCP server, published in the registry."""
+
+    def __init__(self, pool: SandboxPool, auth: ClusterAuth, registry: HostRegistry,
+                 address: HostAddress, interval: float = 1.0) -> None:
+        self.pool = pool
+        self.backend: SandboxBackend = pool.backend
+        self.id = self.backend.instance  # handles name their host by their instance
+        self.auth = auth
+        self.registry = registry
+        self.address = address
+        self.interval = interval
+        self._leased: dict[str, Sandbox] = {}
+        self._server: asyncio.Server | None = None
+        self._beating: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[None]] = set()
+        self._peers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        """Start the pool, listen, and publish the first heartbeat (gateways may place on it
+        from then on)."""
+        await self.pool.start()
+        host, port = wire.split_address(self.address.listen)
+        self._server = await asyncio.start_server(
+            self._serve, host, port, ssl=self.auth.server_tls(), limit=wire.MAX_FRAME_BYTES)
+        self.address = self.address.bound(self._server.sockets[0].getsockname()[1])
+        await self.registry.publish(self.info())
+        self._beating = asyncio.create_task(self._beat_forever(), name="envscaler-host-beat")
+        log.info("sandbox host started id=%s listen=%s advertise=%s backend=%s tls=%s", self.id,
+                 self.address.listen, self.address.advertise, self.backend.name,
+                 self.auth.tls_cert is not None)
+
+    def info(self) -> HostInfo:
+        stats = self.pool.stats()
+        return HostInfo(id=self.id, address=self.address.advertise, ready=stats.ready,
+                        live=stats.live, capacity=stats.capacity, interval=self.interval,
+                        beat=time.time(), backend=self.backend.name)
+
+    async def _beat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.registry.publish(self.info())
+            except Exception as exc:  # noqa: BLE001 - Redis away: retried at the next beat
+                log.error("host heartbeat failed id=%s error=%r", self.id, exc)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._peers.add(writer)
+        try:
+            await self._converse(reader, writer)
+        finally:
+            self._peers.discard(writer)
+            writer.close()
+
+    async def _converse(self, reader: asyncio.StreamReader,
+                        writer: asyncio.StreamWriter) -> None:
+        """Authenticate the peer, then answer its requests, each in a task of its own."""
+        peer = writer.get_extra_info("peername")
+        try:
+            await wire.authenticate_gateway(reader, writer, self.auth.secret)
+        except (wire.HostAuthFailed, OSError, TimeoutError, asyncio.IncompleteReadError,
+                protocol.ProtocolError) as exc:
+            log.warning("refused a connection peer=%s error=%s", peer, exc)
+            return
+        sending = asyncio.Lock()
+        try:
+            while True:
+                message = await wire.receive(reader)
+                task = asyncio.create_task(self._answer(message, writer, sending))
+                self._requests.add(task)
+                task.add_done_callback(self._requests.discard)
+        except (OSError, asyncio.IncompleteReadError, protocol.ProtocolError):
+            return  # the gateway left, or spoke garbage: the connection ends
+
+    async def _answer(self, message: dict[str, Any], writer: asyncio.StreamWriter,
+                      sending: asyncio.Lock) -> None:
+        try:
+            reply = {"ok": True, "result": await self._dispatch(message)}
+        except Exception as exc:  # noqa: BLE001 - every failure is answered, by name
+            reply = {"ok": False, "error": to_wire(exc)}
+        with contextlib.suppress(OSError):  # the gateway left: nobody waits for the reply
+            async with sending:
+                await wire.send(writer, {"id": message.get("id"), **reply})
+
+    async def _dispatch(self, message: dict[str, Any]) -> Any:
+        op = message.get("op")
+        if op == "create":
+            return await self._create(message)
+        if op == "capacity":
+            return asdict(self.info())
+        if op == "health":
+            return await self.backend.health()
+        sandbox = self._leased_sandbox(message.get("handle"))
+        if op == "runtime":
+            return await self._runtime(sandbox, message)
+        if op == "destroy":
+            await self._destroy(sandbox)
+            return None
+        if op == "verify":
+            return sandbox is not None
+        if op == "is_running":
+            return sandbox is not None and await self.backend.is_running(sandbox.handle)
+        if op == "diagnose":
+            return "" if sandbox is None else await self.backend.diagnose(sandbox.handle)
+        raise BadHostRequest(f"unknown op {op!r}")
+
+    async def _create(self, message: dict[str, Any]) -> dict[str, Any]:
+        labels, role = message.get("labels"), message.get("role", RUNTIME)
+        if not (isinstance(labels, dict) and all(isinstance(v, str) for v in labels.values())):
+            raise BadHostRequest("labels is an object of strings")
+        if role == RUNTIME:
+            sandbox = await self.pool.claim(labels.get("envscaler.session", ""))
+        elif role == CHECKER:
+            sandbox = Sandbox(await self.backend.create(labels, CHECKER), self.backend)
+        else:
+            raise BadHostRequest(f"unknown role {role!r}")
+        self._leased[sandbox.id] = sandbox
+        return sandbox.handle.to_dict()
+
+    def _leased_sandbox(self, data: object) -> Sandbox | None:
+        """The leased sandbox ``data`` names (same id and generation), or None."""
+        try:
+            handle = SandboxHandle.from_dict(data)
+        except ValueError:
+            return None
+        sandbox = self._leased.get(handle.id)
+        if sandbox is None or sandbox.destroyed or sandbox.handle != handle:
+            return None
+        return sandbox
+
+    async def _runtime(self, sandbox: Sandbox | None, message: dict[str, Any]) -> Any:
+        request, limit = message.get("message"), message.get("max_reply_bytes")
+        if not (isinstance(request, dict) and request.get("op") in RUNTIME_OPS):
+            raise BadHostRequest(f"not a runtime request this host relays: {request!r:.200}")
+        if limit is not None and type(limit) is not int:
+            raise BadHostRequest("max_reply_bytes is an integer")
+        if sandbox is None:
+            raise SandboxGone(f"host {self.id} holds no such sandbox (gone, or never its own)")
+        return await sandbox.client.request(request, limit)
+
+    async def _destroy(self, sandbox: Sandbox | None) -> None:
+        """A gateway is done with it: back to the pool (recycled where the backend can; a
+        keeper's recycle kills every process of it, so this is safe after a deadline too), or
+        killed."""
+        if sandbox is None:
+            return
+        self._leased.pop(sandbox.id, None)
+        if sandbox.pooled:
+            self.pool.reclaim(sandbox)
+        else:
+            await sandbox.destroy()
+
+    async def close(self) -> None:
+        """Stop serving, withdraw from the registry, kill every sandbox of this host."""
+        if self._beating is not None:
+            self._beating.cancel()
+        if self._server is not None:
+            self._server.close()
+            for writer in list(self._peers):
+                writer.close()
+            await self._server.wait_closed()
+        for task in list(self._requests):
+            task.cancel()
+        await asyncio.gather(*self._requests, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self.registry.withdraw(self.id)
+        for sandbox in list(self._leased.values()):
+            with contextlib.suppress(SandboxError):
+                await sandbox.destroy()
+        self._leased.clear()
+        await self.pool.close()
+        log.info("sandbox host stopped id=%s", self.id)
