@@ -396,7 +396,7 @@ async def test_a_scenario_detail_gives_its_checklist_to_api_keys_only(
         detail = (await client.get(f"/v1/envs/{COUNTER}/scenarios/counter-2")).json()
         assert detail == {
             "env": COUNTER, "id": "counter-2", "split": "eval", "task": "Bring counter z to 11.",
-            "verified": True,
+            "verified": True, "clock_start": "2025-01-01T09:00:00+00:00",
             "checklist": [{"item": "Has counter z reached 11?", "check_func": "def check_func("
                            "final_state):\n    return final_state['counters'].get('z') == 11\n"}],
         }
