@@ -53,7 +53,7 @@ class _Environment:
     recipe: _Recipe
     cls: type
     tools: dict[str, types.FunctionType]
-    instance: Any
+    env_object: Any
     initial_state: str  # the state right after instantiation, as JSON text: never touched again
     # Tool name -> signature of the bound method, computed on first call: it depends on the
     # function only, and computing it took a third of the runtime's time per call.
@@ -117,7 +117,7 @@ class EnvHost:
         function = env.tools.get(name)
         if function is None:
             raise OperationError("ToolNotFound", f"{name!r} is not a tool of {env.cls.__name__}")
-        method = types.MethodType(function, env.instance)
+        method = types.MethodType(function, env.env_object)
         try:
             signature = env.signatures.get(name)
             if signature is None:
@@ -137,14 +137,14 @@ class EnvHost:
     def state(self, executed: int | None = None) -> dict[str, Any]:
         env = self._require()
         self._expect(executed)
-        return _served_state(env.instance)
+        return _served_state(env.env_object)
 
     def snapshot(self, executed: int | None = None) -> dict[str, Any]:
         """The state right after the load or reset and the state now, as JSON texts: what a
         checker judges. Texts, so that nothing on their way parses them but each check."""
         env = self._require()
         self._expect(executed)
-        return {"initial": env.initial_state, "final": dumps(_served_state(env.instance))}
+        return {"initial": env.initial_state, "final": dumps(_served_state(env.env_object))}
 
     def _expect(self, executed: int | None) -> None:
         """Refuse to act when the caller expects another number of executed calls than this
@@ -166,13 +166,13 @@ class EnvHost:
         self.executed = 0
         cls = _find_class(_execute(recipe.code, recipe.source_lines), recipe.class_name)
         tools = _tool_functions(cls, recipe.tool_names)
-        instance = _instantiate(cls, recipe)
+        env_object = _instantiate(cls, recipe)
         try:
-            initial_state = dumps(_state(instance))
+            initial_state = dumps(_state(env_object))
         except Exception as exc:  # noqa: BLE001 - e.g. a class without __dict__
             raise OperationError("LoadError", f"reading the state of {cls.__name__} "
                                  f"failed: {describe_exception(exc)}") from None
-        return _Environment(recipe, cls, tools, instance, initial_state)
+        return _Environment(recipe, cls, tools, env_object, initial_state)
 
 
 def _execute(code: types.CodeType, source_lines: list[str]) -> types.ModuleType:
@@ -229,13 +229,13 @@ def _instantiate(cls: type, recipe: _Recipe) -> Any:
     """As EnvScaler: the same config object goes to the constructor and into the attributes."""
     init_config = _fresh_config(recipe)
     try:
-        instance = cls(init_config) if _takes_positional(cls) else cls()
+        env_object = cls(init_config) if _takes_positional(cls) else cls()
         for key, value in init_config.items():
-            setattr(instance, key, value)
+            setattr(env_object, key, value)
     except BaseException as exc:  # noqa: BLE001 - whatever the constructor raises
         raise OperationError("LoadError", f"instantiating {cls.__name__} raised "
                              f"{_describe_in_source(exc, recipe.source_lines)}") from None
-    return instance
+    return env_object
 
 
 def _fresh_config(recipe: _Recipe) -> dict[str, Any]:
@@ -265,15 +265,15 @@ def _takes_positional(cls: type) -> bool:
     return any(parameter.kind in _POSITIONAL for parameter in parameters)
 
 
-def _state(instance: Any) -> dict[str, Any]:
-    return to_json_safe({name: value for name, value in vars(instance).items()
+def _state(env_object: Any) -> dict[str, Any]:
+    return to_json_safe({name: value for name, value in vars(env_object).items()
                          if not name.startswith("_")}, root="state")
 
 
-def _served_state(instance: Any) -> dict[str, Any]:
+def _served_state(env_object: Any) -> dict[str, Any]:
     """The state after calls: one that is not data (a cycle, colliding keys) is ``StateNotData``."""
     try:
-        return _state(instance)
+        return _state(env_object)
     except NotData as exc:
         raise OperationError("StateNotData", str(exc)) from None
 
