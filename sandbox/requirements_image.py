@@ -41,6 +41,7 @@ def image_tag(base_id: str, pins: Iterable[str]) -> str:
 
 def ensure_image(client: docker.DockerClient, base_image: str, pins: Iterable[str]) -> str:
     """The image of ``pins`` over ``base_image``, built first when this engine does not have it."""
+    pins = requirement_set(pins)
     tag = image_tag(_image_id(client, base_image), pins)
     try:
         client.images.get(tag)
