@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import typer
 from rich.console import Console
 
-app = typer.Typer(no_args_is_help=True, help="Build the sandbox image; remove leftover "
+from cli._common import DEFAULT_CATALOGUE, CataloguePath
+
+app = typer.Typer(no_args_is_help=True, help="Build the sandbox images; remove leftover "
                   "sandboxes; serve a node's sandboxes to gateways (host).")
 console = Console(stderr=True)
 
 
 @app.command()
-def build(base_image: str = typer.Option(None, help="default: ENVSCALER_SANDBOX_BASE_IMAGE")
-          ) -> None:
-    """Build the sandbox image of this checkout (a no-op when it is up to date)."""
+def build(base_image: str = typer.Option(None, help="default: ENVSCALER_SANDBOX_BASE_IMAGE"),
+          catalogue: CataloguePath = DEFAULT_CATALOGUE) -> None:
+    """Build the sandbox image of this checkout, and the image of each requirement set of the
+    catalogue (env.json's ``requirements``); what is up to date is not built again."""
     import docker
 
     from sandbox.errors import SandboxUnavailable
@@ -30,6 +34,28 @@ def build(base_image: str = typer.Option(None, help="default: ENVSCALER_SANDBOX_
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
     console.print(f"sandbox image ready: [bold]{tag}[/bold]")
+    if not requirement_images(tag, catalogue):
+        raise typer.Exit(1)
+
+
+def requirement_images(base_tag: str, catalogue: Path) -> bool:
+    """Ensure the image of each requirement set of ``catalogue`` over ``base_tag``, saying which;
+    False when one could not be built (its environments will not load)."""
+    from envformat import FormatError, load_catalogue
+    from sandbox.image_pools import build_images, requirement_sets
+
+    try:
+        envs = load_catalogue(catalogue).envs.values()
+    except FormatError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return False
+    with console.status("building the images of the environments' requirements"):
+        images = build_images("docker", base_tag, requirement_sets(env.manifest for env in envs))
+    for pins, image in sorted(images.tags.items()):
+        console.print(f"requirements image ready: [bold]{image}[/bold] ({' '.join(pins)})")
+    for pins, reason in sorted(images.failures.items()):
+        console.print(f"[red]error:[/red] {' '.join(pins)}: {reason}")
+    return not images.failures
 
 
 @app.command()

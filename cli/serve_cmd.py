@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from cli._common import DEFAULT_CATALOGUE, CataloguePath
+from cli.sandbox_cmd import requirement_images
 
 if TYPE_CHECKING:
     from server.settings import Settings
@@ -67,8 +68,10 @@ def serve(
     except UnsafeSocketRoot as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
-    if settings.sandbox_backend == "docker" and settings.sandbox_image is None:
-        os.environ["ENVSCALER_SANDBOX_IMAGE"] = _sandbox_image(settings.sandbox_base_image)
+    if settings.sandbox_backend == "docker":
+        image = settings.sandbox_image or _sandbox_image(settings.sandbox_base_image)
+        os.environ["ENVSCALER_SANDBOX_IMAGE"] = image
+        requirement_images(image, catalogue)  # once, before the workers each look for them
     _serve(host, port, workers, settings)
 
 

@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from envformat.requirements import pins_problem
+
 ENV_ID_PATTERN = r"^[a-z0-9][a-z0-9_\-]{0,63}$"
 SCENARIO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 CONTENT_HASH_PATTERN = r"^sha256:[0-9a-f]{64}$"
@@ -92,9 +94,11 @@ class EnvManifest(_Optional):
 
     ``clock_start``: where the virtual clock starts for this environment's sessions (ISO 8601
     date-time; default 2025-01-01T09:00:00Z), unless the scenario sets its own.
+    ``requirements``: the third-party packages its code imports, exact pins only; the sandbox
+    image for the set is built once with them installed (sandbox/requirements_image.py).
     """
 
-    _OPTIONAL = ("clock_start",)
+    _OPTIONAL = ("clock_start", "requirements")
 
     id: str = Field(pattern=ENV_ID_PATTERN)
     class_name: str = Field(pattern=CLASS_NAME_PATTERN)
@@ -106,8 +110,21 @@ class EnvManifest(_Optional):
     tools: list[dict[str, Any]]
     provenance: Provenance
     clock_start: str | None = None
+    requirements: list[str] = Field(default_factory=list)
 
     _clock_start = field_validator("clock_start")(_instant)
+
+    @field_validator("requirements")
+    @classmethod
+    def _exact_pins(cls, requirements: list[str]) -> list[str]:
+        problem = pins_problem(requirements)
+        if problem is not None:
+            raise ValueError(problem)
+        return requirements
+
+    def _omitted(self, data: dict[str, Any]) -> list[str]:
+        """The unset extensions, and ``requirements`` when there are none."""
+        return [name for name in self._OPTIONAL if not data.get(name)]
 
 
 class ChecklistItem(_Strict):

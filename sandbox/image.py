@@ -32,10 +32,11 @@ def image_tag(base_image: str) -> str:
     return f"{REPOSITORY}:{digest.hexdigest()[:12]}"
 
 
-def _context_tar() -> io.BytesIO:
+def context_tar(files: dict[str, bytes]) -> io.BytesIO:
+    """A build context of ``files`` (path in the context -> bytes), for a custom-context build."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in context_files().items():
+        for name, data in files.items():
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
@@ -53,8 +54,8 @@ def build_image(client: docker.DockerClient, base_image: str) -> str:
             f"base image {base_image} is not on this Docker engine; run scripts/bootstrap "
             "(builds envscaler-base:bookworm) or set ENVSCALER_SANDBOX_BASE_IMAGE") from None
     try:
-        client.images.build(fileobj=_context_tar(), custom_context=True, tag=tag, rm=True,
-                            buildargs={"BASE_IMAGE": base_image}, pull=False)
+        client.images.build(fileobj=context_tar(context_files()), custom_context=True, tag=tag,
+                            rm=True, buildargs={"BASE_IMAGE": base_image}, pull=False)
     except BuildError as exc:
         log = "".join(str(line.get("stream", line.get("error", ""))) for line in exc.build_log)
         raise SandboxUnavailable(f"building {tag} failed: {exc.msg}\n{log[-2000:]}") from exc

@@ -68,10 +68,16 @@ class PoolStats:
 
 class SandboxPool:
     def __init__(self, backend: SandboxBackend, config: SandboxConfig,
-                 name: str = "default") -> None:
+                 name: str = "default", *, image: str | None = None,
+                 owns_backend: bool = True) -> None:
+        """``image``: the image of its sandboxes, when not the configured one (an environment's
+        requirements'). ``owns_backend``: whether ``start`` and ``close`` start and close the
+        backend too (False for a pool beside another on the same backend)."""
         self.backend = backend
         self.config = config
         self.name = name
+        self.image = image
+        self.owns_backend = owns_backend
         self._ready: deque[Sandbox] = deque()
         self._live = 0  # created by this pool and not yet destroyed, including those being created
         self._started = self._failed = self._recycled = 0
@@ -85,7 +91,8 @@ class SandboxPool:
         self._recycled_one = asyncio.Event()  # pulsed when a recycle ends
 
     async def start(self) -> None:
-        await self.backend.start()
+        if self.owns_backend:
+            await self.backend.start()
         self._refiller = asyncio.create_task(self._refill_forever(),
                                              name=f"envscaler-pool-{self.name}")
         self._wanted.set()
@@ -201,7 +208,8 @@ class SandboxPool:
         try:
             await asyncio.sleep(delay)
             async with self._creating:
-                handle = await self.backend.create({"envscaler.pool": self.name, **labels}, role)
+                handle = await self.backend.create({"envscaler.pool": self.name, **labels}, role,
+                                                   self.image if role == RUNTIME else None)
         except BaseException:
             self._live -= 1
             self._failed += 1
@@ -268,4 +276,5 @@ class SandboxPool:
         await asyncio.gather(*self._background, return_exceptions=True)
         while self._ready:
             await self._ready.popleft().destroy()
-        await self.backend.close()
+        if self.owns_backend:
+            await self.backend.close()

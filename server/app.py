@@ -1,10 +1,11 @@
 """The FastAPI application: ``create_app(settings)``.
 
 The lifespan connects Redis (``settings.redis_url``; the command line starts an embedded Redis when
-it is unset), loads the catalogue once, makes the sandbox backend and its warm pool, and starts
-the idle-session expiry task. On shutdown it stops them and closes the pool, which kills this
-instance's sandboxes; the sessions stay in Redis and are rebuilt by replay wherever they are
-used next.
+it is unset), loads the catalogue once, ensures the sandbox images (the standard one, and one per
+requirement set of the catalogue: ``sandbox.image_pools``), makes the sandbox backend and its
+warm pools, and starts the idle-session expiry task. On shutdown it stops them and closes the
+pools, which kills this instance's sandboxes; the sessions stay in Redis and are rebuilt by replay
+wherever they are used next.
 
 Log lines are key=value (``session=... env=... tool=... ms=...``) under loggers ``envscaler.*``.
 """
@@ -21,7 +22,7 @@ from fastapi import FastAPI
 from common.redisclient import connect
 from sandbox.backends import make_backend
 from sandbox.checkers import CheckerPool
-from sandbox.pool import SandboxPool
+from sandbox.image_pools import ImagePools, requirement_sets
 from server import errors
 from server.auth import Authenticator
 from server.catalogue import ServedCatalogue
@@ -99,7 +100,7 @@ def create_app(
             health_check_interval=30,
             retry=reconnecting(),
         )
-        pool: SandboxPool | None = None
+        pools: ImagePools | None = None
         checkers: CheckerPool | None = None
         service: SessionService | None = None
         stack = AsyncExitStack()
@@ -109,16 +110,19 @@ def create_app(
             image = await sandbox_image(settings)
             sandbox_config = settings.sandbox_config(image=image, labels=sandbox_labels)
             backend = make_backend(sandbox_config, settings.instance)
-            pool = SandboxPool(backend, sandbox_config)
-            await pool.start()
+            pools = ImagePools(backend, sandbox_config)
+            await pools.ensure(requirement_sets(env.manifest for env in catalogue.envs.values()))
+            await pools.start()
             checkers = CheckerPool(backend, settings.checkers, settings.checker_queue,
                                    settings.checker_wait)
             await checkers.start()
             metrics: Metrics = app.state.metrics
-            metrics.watch_pool(pool.stats)
-            service = SessionService(settings, redis, catalogue, pool, checkers, backend, metrics)
+            metrics.watch_pool(pools.default.stats)
+            service = SessionService(settings, redis, catalogue, pools, checkers, backend,
+                                     metrics)
             app.state.redis, app.state.catalogue = redis, catalogue
-            app.state.backend, app.state.pool, app.state.service = backend, pool, service
+            app.state.backend, app.state.pool, app.state.service = backend, pools.default, service
+            app.state.pools = pools
             app.state.checkers = checkers
             service.start()
             await stack.enter_async_context(mcp.run())
@@ -138,8 +142,8 @@ def create_app(
                 await service.close()
             if checkers is not None:
                 await checkers.close()
-            if pool is not None:
-                await pool.close()
+            if pools is not None:
+                await pools.close()
             await redis.aclose()
             log.info("gateway stopped instance=%s", settings.instance)
 

@@ -1,7 +1,8 @@
 """Sandboxes for the gates: generated code runs only there, never in the synthesis process.
 
-``SandboxHub`` wraps a backend and a warm pool (the same ``sandbox`` package the gateway uses) and
-hands out one fresh sandbox per use, destroyed afterwards; ``limit`` bounds how many are in use.
+``SandboxHub`` wraps a backend and its warm pools (the same ``sandbox`` package the gateway uses:
+one per image, an environment's requirements' included) and hands out one fresh sandbox per use,
+destroyed afterwards; ``limit`` bounds how many are in use.
 A sandbox that cannot be started is a ``TransientFailure``: the item is tried again by a next run.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Self
@@ -18,7 +19,7 @@ from sandbox.backends import make_backend
 from sandbox.checkers import CheckBudget, CheckerPool
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxError
-from sandbox.pool import SandboxPool
+from sandbox.image_pools import ImagePools
 from sandbox.sandbox import Sandbox
 from synth.errors import TransientFailure
 
@@ -59,7 +60,7 @@ class SandboxHub:
         self.limits = limits
         self.instance = instance or f"synth-{secrets.token_hex(4)}"
         self._limit = asyncio.Semaphore(limit)
-        self._pool: SandboxPool | None = None
+        self._pools: ImagePools | None = None
         self._checkers: CheckerPool | None = None
         self._claims = 0
 
@@ -82,10 +83,10 @@ class SandboxHub:
                    instance=f"synth-{settings.instance}")
 
     async def start(self) -> Self:
-        if self._pool is None:
+        if self._pools is None:
             backend = make_backend(self.config, self.instance)
-            self._pool = SandboxPool(backend, self.config, name="synth")
-            await self._pool.start()
+            self._pools = ImagePools(backend, self.config, name="synth")
+            await self._pools.start()
             self._checkers = CheckerPool(backend, size=1, max_waiting=CHECKER_QUEUE,
                                          wait_timeout=CHECKER_WAIT)
             await self._checkers.start()
@@ -95,9 +96,9 @@ class SandboxHub:
         if self._checkers is not None:
             await self._checkers.close()
             self._checkers = None
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        if self._pools is not None:
+            await self._pools.close()
+            self._pools = None
 
     async def judge(self, box: Sandbox, checks: list[str]) -> list[dict[str, Any]]:
         """The verdicts of ``checks`` on ``box``'s initial and current state, from a checker
@@ -114,14 +115,18 @@ class SandboxHub:
         await self.close()
 
     @asynccontextmanager
-    async def sandbox(self, purpose: str) -> AsyncIterator[Sandbox]:
-        """A fresh sandbox for one job; destroyed when the job ends, whatever happened."""
+    async def sandbox(self, purpose: str, requirements: Sequence[str] = ()
+                      ) -> AsyncIterator[Sandbox]:
+        """A fresh sandbox for one job, with ``requirements`` (an env.json's) installed;
+        destroyed when the job ends, whatever happened. ``RequirementsUnavailable`` when they
+        have no image."""
         await self.start()
-        assert self._pool is not None
+        assert self._pools is not None
+        pool = await self._pools.of(requirements)
         async with self._limit:
             self._claims += 1
             try:
-                box = await self._pool.claim(f"{purpose[:40]}-{self._claims}")
+                box = await pool.claim(f"{purpose[:40]}-{self._claims}")
             except SandboxError as exc:  # engine down, capacity, start-up failure
                 raise TransientFailure(f"no sandbox could be started: {exc}") from exc
             try:

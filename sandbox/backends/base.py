@@ -150,9 +150,12 @@ class SandboxBackend(ABC):
         The default does nothing, for backends that need neither."""
 
     @abstractmethod
-    async def create(self, labels: dict[str, str], role: str = RUNTIME) -> SandboxHandle:
+    async def create(self, labels: dict[str, str], role: str = RUNTIME,
+                     image: str | None = None) -> SandboxHandle:
         """A started sandbox running ``role`` (``RUNTIME``: an environment; ``CHECKER``: check
-        functions on states, never an environment)."""
+        functions on states, never an environment). ``image``: another image than the
+        configured one (an environment's requirements'); a backend without images refuses it
+        (``SandboxUnavailable``)."""
 
     async def verify(self, handle: SandboxHandle) -> bool:
         """Whether a stored handle's id is the sandbox this service created under the handle's

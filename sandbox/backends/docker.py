@@ -147,7 +147,7 @@ class DockerBackend(SandboxBackend):
             log.info("removed sandbox %s after the engine came back", container_id[:12])
 
     def _container_spec(self, name: str, directory: Path, labels: dict[str, str],
-                        role: str) -> dict[str, Any]:
+                        role: str, image: str | None) -> dict[str, Any]:
         cfg = self.config
         host_config = self.client.api.create_host_config(
             # Root with only these: the keeper and the checker run untrusted code as another
@@ -163,12 +163,13 @@ class DockerBackend(SandboxBackend):
         )
         all_labels = {**cfg.labels, **labels, MANAGED: "1", INSTANCE: self.instance, ROLE: role,
                       SOCKET_ROOT: str(cfg.socket_root), SANDBOX: name}
-        return {"image": cfg.sandbox_image, "name": f"envscaler-{self.instance}-{name}",
+        return {"image": image or cfg.sandbox_image, "name": f"envscaler-{self.instance}-{name}",
                 "labels": all_labels,
                 "host_config": host_config, "user": "0:0", "network_disabled": True,
                 "command": _command(role)}
 
-    async def create(self, labels: dict[str, str], role: str = RUNTIME) -> SandboxHandle:
+    async def create(self, labels: dict[str, str], role: str = RUNTIME,
+                     image: str | None = None) -> SandboxHandle:
         name = socketroot.new_sandbox_name()
         directory = socketroot.sandbox_dir(self.config.socket_root, self.instance, name)
         pending = SandboxHandle(id="", name=name, backend=self.name, instance=self.instance)
@@ -181,7 +182,7 @@ class DockerBackend(SandboxBackend):
         # A worker thread cannot be cancelled: shielding it lets a cancelled create still learn
         # the id of the container the thread goes on to start, and remove it.
         starting = asyncio.ensure_future(
-            self._engine(lambda: self._create_and_start(name, directory, labels, role),
+            self._engine(lambda: self._create_and_start(name, directory, labels, role, image),
                          abandon=False))
         try:
             handle = SandboxHandle(id=await asyncio.shield(starting), name=name,
@@ -208,8 +209,8 @@ class DockerBackend(SandboxBackend):
             raise
 
     def _create_and_start(self, name: str, directory: Path, labels: dict[str, str],
-                          role: str) -> str:
-        spec = self._container_spec(name, directory, labels, role)
+                          role: str, image: str | None) -> str:
+        spec = self._container_spec(name, directory, labels, role, image)
         container = self.client.api.create_container(**spec)
         self.client.api.start(container["Id"])
         return container["Id"]

@@ -119,7 +119,12 @@ class ProcessBackend(SandboxBackend):
         if removed:
             log.info("removed %d sandbox directories of dead instances", removed)
 
-    async def create(self, labels: dict[str, str], role: str = RUNTIME) -> SandboxHandle:
+    async def create(self, labels: dict[str, str], role: str = RUNTIME,
+                     image: str | None = None) -> SandboxHandle:
+        if image is not None:
+            raise SandboxUnavailable(f"the process backend has no images (asked for {image}); "
+                                     "serve environments with requirements with the docker "
+                                     "backend")
         await self.start()
         self._reap_exited()
         name = socketroot.new_sandbox_name()

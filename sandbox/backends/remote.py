@@ -154,7 +154,13 @@ class RemoteBackend(SandboxBackend):
     def runtime_client(self, handle: SandboxHandle) -> RemoteRuntimeClient:
         return RemoteRuntimeClient(self, handle)
 
-    async def create(self, labels: dict[str, str], role: str = RUNTIME) -> SandboxHandle:
+    async def create(self, labels: dict[str, str], role: str = RUNTIME,
+                     image: str | None = None) -> SandboxHandle:
+        """A sandbox on the least-loaded live host. Hosts run their own standard image: an
+        environment's requirements (``image``) are not served through them yet."""
+        if image is not None:
+            raise SandboxUnavailable("sandbox hosts run their standard image only; an environment "
+                                     "with requirements needs the docker backend")
         failure: Exception = SandboxUnavailable("no sandbox host is live")
         for host in self._placement_order():
             connection = self.connection(host.id)

@@ -1,5 +1,5 @@
-"""Sandboxes from the pool for sessions: claimed, loaded with an environment's start, and given
-back or destroyed."""
+"""Sandboxes from the pools for sessions (the pool of the environment's image: its requirements'
+when it has any): claimed, loaded with an environment's start, and given back or destroyed."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import logging
 from dataclasses import dataclass
 
 from sandbox.errors import CallTimeout, CapacityExhausted, RuntimeFault, SandboxError, SandboxGone
-from sandbox.pool import SandboxPool
+from sandbox.image_pools import ImagePools, RequirementsUnavailable
 from sandbox.sandbox import Sandbox
-from server.catalogue import Initial, ServedEnv
+from server.catalogue import Initial, ServedCatalogue, ServedEnv
+from server.errors import ApiError, env_load_failed
 from server.metrics import Metrics
 from server import statesize
 from server.sessions import faults
@@ -33,10 +34,11 @@ async def epoch_start(store: SessionStore, record: Record, env: ServedEnv) -> In
 
 @dataclass
 class SandboxClaims:
-    """The pool's sandboxes, as sessions take and leave them."""
+    """The pools' sandboxes, as sessions take and leave them."""
 
     settings: Settings
-    pool: SandboxPool
+    catalogue: ServedCatalogue
+    pools: ImagePools
     locks: SessionLocks
     metrics: Metrics
 
@@ -47,11 +49,17 @@ class SandboxClaims:
         """413 when a session starting from ``initial`` could not fit in a sandbox."""
         statesize.refuse_too_large(initial.size, self.state_limit)
 
-    async def claim(self, session_id: str) -> Sandbox:
+    async def claim(self, session_id: str, env: ServedEnv) -> Sandbox:
+        """A sandbox of the pool of ``env``'s image (``EnvLoadFailed``: its requirements have
+        none)."""
         try:
-            return await self.pool.claim(session_id)
+            pool = await self.pools.of(env.manifest.requirements)
+        except RequirementsUnavailable as exc:
+            raise env_load_failed(env.id, str(exc)) from exc
+        try:
+            return await pool.claim(session_id)
         except CapacityExhausted as exc:
-            stats = self.pool.stats()
+            stats = pool.stats()
             raise faults.api_error(exc, Step.CLAIM, full=stats.live >= stats.capacity) from exc
         except SandboxError as exc:
             log.error("sandbox creation failed session=%s error=%s", session_id, exc)
@@ -76,7 +84,7 @@ class SandboxClaims:
         sandbox is refused before any is claimed."""
         self.admit(initial)
         for attempt in (1, 2):
-            sandbox = await self.claim(session_id)
+            sandbox = await self.claim(session_id, env)
             try:
                 if held is not None:
                     await self.locks.renew(*held)
@@ -118,11 +126,16 @@ class SandboxClaims:
             raise faults.api_error(exc, Step.LOAD, env=env.id,
                                    custom=scenario_id is None) from exc
 
-    async def release_quietly(self, sandbox: Sandbox) -> None:
-        """End the sandbox a record names: recycled into our pool (whoever created it), or
-        destroyed."""
+    async def release_quietly(self, sandbox: Sandbox, env_id: str) -> None:
+        """End the sandbox a record of ``env_id`` names: recycled into our pool of its image
+        (whoever created it), or destroyed."""
         try:
-            await self.pool.release(sandbox)
+            pool = await self.pools.of(self.catalogue.env(env_id).manifest.requirements)
+        except (ApiError, RequirementsUnavailable):  # no longer in the catalogue, or no image
+            await self.destroy_quietly(sandbox)
+            return
+        try:
+            await pool.release(sandbox)
         except Exception as exc:  # noqa: BLE001 - best effort; reapers remove what is left
             log.warning("sandbox release failed sandbox=%s error=%s", sandbox.id[:12], exc)
 

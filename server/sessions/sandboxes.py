@@ -17,7 +17,6 @@ from sandbox.errors import (
     SandboxGone,
     SandboxUnavailable,
 )
-from sandbox.pool import SandboxPool
 from sandbox.sandbox import Sandbox
 from server.metrics import Metrics
 from server.sessions import faults
@@ -39,7 +38,6 @@ class SessionSandboxes:
 
     settings: Settings
     store: SessionStore
-    pool: SandboxPool
     backend: SandboxBackend
     locks: SessionLocks
     claims: SandboxClaims
@@ -66,8 +64,8 @@ class SessionSandboxes:
         replaced it ended it, and may have recycled it for another session since."""
         if sandbox.destroyed:
             return
-        if sandbox.pooled:
-            self.pool.reclaim(sandbox)
+        if sandbox.owner is not None:
+            sandbox.owner.reclaim(sandbox)
         else:
             sandbox.client.close()
 
@@ -190,11 +188,11 @@ class SessionSandboxes:
         current = held is not None and isinstance(handle, dict) and held.id == handle.get("id")
         if held is not None and not held.destroyed:
             if current:
-                await self.claims.release_quietly(held)
+                await self.claims.release_quietly(held, record.env)
             else:
                 self._let_go(held)
         if not current and (sandbox := await self._attach_stored(record)) is not None:
-            await self.claims.release_quietly(sandbox)
+            await self.claims.release_quietly(sandbox, record.env)
 
     async def with_sandbox(
         self, record: Record, lock: SessionLock, op: Callable[[Sandbox], Awaitable[T]]
@@ -222,7 +220,7 @@ class SessionSandboxes:
                 raise faults.api_error(exc, Step.READ) from exc
             finally:
                 if not active:
-                    await self.claims.release_quietly(sandbox)
+                    await self.claims.release_quietly(sandbox, record.env)
         raise AssertionError("unreachable")
 
     async def forget_stale(self) -> None:

@@ -7,7 +7,7 @@ from redis.asyncio import Redis
 
 from sandbox.backends.base import SandboxBackend
 from sandbox.checkers import CheckerPool
-from sandbox.pool import SandboxPool
+from sandbox.image_pools import ImagePools
 from server.catalogue import ServedCatalogue
 from server.metrics import Metrics
 from server.redis_scripts import ScriptClient
@@ -34,7 +34,7 @@ class SessionService:
         settings: Settings,
         redis: Redis,
         catalogue: ServedCatalogue,
-        pool: SandboxPool,
+        pools: ImagePools,
         checkers: CheckerPool,
         backend: SandboxBackend,
         metrics: Metrics,
@@ -44,9 +44,9 @@ class SessionService:
                         if settings.redis_url else None)
         self.store = SessionStore(redis, settings.session_ttl, settings.record_ttl, self.scripts)
         self.locks = SessionLocks(settings, self.store)
-        claims = SandboxClaims(settings, pool, self.locks, metrics)
+        claims = SandboxClaims(settings, catalogue, pools, self.locks, metrics)
         rebuilds = Rebuilds(settings, self.store, catalogue, self.locks, claims, metrics)
-        self.sandboxes = SessionSandboxes(settings, self.store, pool, backend, self.locks, claims,
+        self.sandboxes = SessionSandboxes(settings, self.store, backend, self.locks, claims,
                                           rebuilds, metrics)
         self.expiry = SessionExpiry(settings, self.store, self.locks, self.sandboxes, metrics)
         lifecycle = Lifecycle(self.store, catalogue, self.locks, claims, self.sandboxes, metrics)

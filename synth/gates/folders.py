@@ -4,9 +4,11 @@ Per environment: the format (the catalogue loader's rules; each scenario line it
 format problem of its own, ``file:line: reason``), the static gate (with ``missing-tool``: an
 operation of env.json that no tool implements), the executable gate (with the first scenario's
 ``init_config``, or an empty one; the manifest's queries must not change the state), and the
-scenario gate for every scenario. When the static gate fails, nothing of the code is run; an
-environment that does not load in its sandbox fails the executable gate's ``load`` rule, with the
-cause, as the gateway would refuse its sessions (``EnvLoadFailed``).
+scenario gate for every scenario, each in a sandbox of the environment's image (with its
+requirements installed, when env.json has any). When the static gate fails, nothing of the code is
+run; an environment that does not load in its sandbox, or whose requirements have no image, fails
+the executable gate's ``load`` rule, with the cause, as the gateway would refuse its sessions
+(``EnvLoadFailed``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from envformat import EnvPackage, FormatError, Scenario, load_env
 from envformat.loader import ENV_SCENARIOS
+from sandbox.image_pools import RequirementsUnavailable
 from synth.catalogue import EnvFolderError, read_env
 from synth.errors import TransientFailure
 from synth.gates.executable import executable_gate, queries
@@ -77,7 +80,7 @@ async def gate_folder(folder: Path, hub: SandboxHub | None, *, seed: int = 0, va
             loaded = package.scenarios
             report.skipped_scenarios = [str(error) for error in package.skipped]
     operations = [op.model_dump() for op in manifest.operations]
-    report.static = static_gate(code.source, code.class_name)
+    report.static = static_gate(code.source, code.class_name, manifest.requirements)
     report.static.problems += missing_tool_problems(operations, code.tool_names)
     if not report.static.passed:
         report.executable = GateResult(gate="executable", skipped=STATIC_FAILED)
@@ -87,13 +90,15 @@ async def gate_folder(folder: Path, hub: SandboxHub | None, *, seed: int = 0, va
     if executable:
         init_config = package.initial_config(loaded[0]) if package and loaded else {}
         try:
-            async with hub.sandbox(f"gate-{code.env_id}") as box:
+            async with hub.sandbox(f"gate-{code.env_id}", manifest.requirements) as box:
                 report.executable = await executable_gate(
                     box, source=code.source, class_name=code.class_name, tools=code.tools,
                     init_config=init_config, seed=seed, limits=hub.limits,
                     valid_cases=valid_cases, read_only=queries(operations))
         except TransientFailure as exc:
             report.executable = GateResult("executable", [Problem(INFRASTRUCTURE, str(exc))])
+        except RequirementsUnavailable as exc:  # the environment's requirements cannot be met
+            report.executable = GateResult("executable", [Problem("load", str(exc))])
         report.executable.details["init_config"] = \
             f"scenario {loaded[0].id}" if loaded else "empty"
     if scenarios:
@@ -105,13 +110,15 @@ async def gate_folder(folder: Path, hub: SandboxHub | None, *, seed: int = 0, va
                 solution=None if scenario.solution is None else
                 [call.model_dump() for call in scenario.solution])
             try:
-                async with hub.sandbox(f"gate-{scenario.id}") as box:
+                async with hub.sandbox(f"gate-{scenario.id}", manifest.requirements) as box:
                     report.scenarios[scenario.id] = await scenario_gate(
                         box, judge=hub.judge, source=code.source, class_name=code.class_name,
                         tool_names=code.tool_names, scenario=spec, seed=seed, limits=hub.limits)
             except TransientFailure as exc:
                 report.scenarios[scenario.id] = GateResult(
                     "scenario", [Problem(INFRASTRUCTURE, str(exc))])
+            except RequirementsUnavailable as exc:
+                report.scenarios[scenario.id] = GateResult("scenario", [Problem("load", str(exc))])
     return report
 
 

@@ -9,7 +9,9 @@ environment module (``static_gate``):
   them from;
 - ``undefined-name``: no name used in code that nothing could define (a ``NameError`` whenever the
   line runs; annotations are not looked at);
-- ``import`` (policy): imports (anywhere) only of allowlisted standard modules; no relative imports;
+- ``import`` (policy): imports (anywhere) only of allowlisted standard modules, and of the modules
+  of the environment's own requirements (env.json's ``requirements``; a distribution's module is
+  taken to be its name, ``-`` as ``_``); no relative imports;
 - ``forbidden-name`` (policy): no ``exec``, ``eval``, ``compile``, ``open``, ``__import__``,
   ``globals``, ``locals``, ``vars``, ``breakpoint``, ``input``, ``exit``, ``quit``, ``help``,
   ``memoryview``;
@@ -40,7 +42,9 @@ rules, plus a ``check_func`` with exactly one positional parameter.
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 
+from envformat.requirements import import_names
 from synth.gates.names import bound_names, parameter_names, undefined_names
 from synth.gates.report import GateResult, Problem
 
@@ -76,8 +80,9 @@ _CONSTANT_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.Subscript, ast.Tup
                    ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop)
 
 
-def static_gate(source: str, class_name: str) -> GateResult:
-    """Every rule of the module docstring, on an environment's source."""
+def static_gate(source: str, class_name: str, requirements: Sequence[str] = ()) -> GateResult:
+    """Every rule of the module docstring, on an environment's source; ``requirements``: the
+    pins of its env.json, whose modules it may import."""
     result = GateResult(gate="static")
     try:
         module = ast.parse(source)
@@ -85,7 +90,7 @@ def static_gate(source: str, class_name: str) -> GateResult:
         result.problems.append(Problem("syntax", f"does not parse: {exc.msg}", exc.lineno))
         return result
     problems = result.problems
-    problems += _safety_problems(module)
+    problems += _safety_problems(module, ALLOWED_MODULES | import_names(requirements))
     problems += _top_level_problems(module)
     problems += [Problem("undefined-name", f"uses the name {name}, which nothing defines", line)
                  for name, line in undefined_names(module)]
@@ -108,7 +113,7 @@ def check_function_problems(source: str) -> list[Problem]:
         module = ast.parse(source)
     except SyntaxError as exc:
         return [Problem("syntax", f"does not parse: {exc.msg}", exc.lineno)]
-    problems = _safety_problems(module) + _top_level_problems(module)
+    problems = _safety_problems(module, ALLOWED_MODULES) + _top_level_problems(module)
     func = next((node for node in module.body
                  if isinstance(node, ast.FunctionDef) and node.name == CHECK_FUNC), None)
     if func is None:
@@ -125,17 +130,17 @@ def check_function_problems(source: str) -> list[Problem]:
 
 # --- imports, names, dunders ---------------------------------------------------------------------
 
-def _safety_problems(module: ast.Module) -> list[Problem]:
+def _safety_problems(module: ast.Module, allowed: frozenset[str]) -> list[Problem]:
     problems: list[Problem] = []
     for node in ast.walk(module):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                problems += _import_problem(alias.name, node.lineno)
+                problems += _import_problem(alias.name, node.lineno, allowed)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 problems.append(Problem("import", "relative imports are not allowed", node.lineno))
             else:
-                problems += _import_problem(node.module or "", node.lineno)
+                problems += _import_problem(node.module or "", node.lineno, allowed)
         elif isinstance(node, ast.Name):
             if node.id in FORBIDDEN_NAMES:
                 problems.append(Problem("forbidden-name", f"uses {node.id}", node.lineno))
@@ -153,9 +158,9 @@ def _safety_problems(module: ast.Module) -> list[Problem]:
     return problems
 
 
-def _import_problem(name: str, line: int) -> list[Problem]:
+def _import_problem(name: str, line: int, allowed: frozenset[str]) -> list[Problem]:
     top = name.split(".")[0]
-    if top in ALLOWED_MODULES:
+    if top in allowed:
         return []
     return [Problem("import", f"imports {name}, which is not an allowed module", line)]
 

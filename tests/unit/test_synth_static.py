@@ -109,6 +109,21 @@ def test_allowed_imports_pass_even_inside_functions() -> None:
     assert rules(source) == []
 
 
+def test_a_module_of_a_declared_requirement_may_be_imported() -> None:
+    source = with_tool('''
+        def pi(self):
+            return {"success": True, "data": str(mpmath.pi)}
+    ''', "import mpmath\nfrom typing_extensions import Self")
+    problems = [(problem.rule, problem.message) for problem in
+                static_gate(source, "Store", ["mpmath==1.3.0", "typing-extensions==4.12.2"]).problems]
+    assert not [problem for problem in problems if problem[0] == "import"], problems
+    assert ("import", "imports mpmath, which is not an allowed module") in rules(source)
+    assert ("import", "imports os, which is not an allowed module") in [
+        (problem.rule, problem.message) for problem in
+        static_gate(with_tool("def t(self):\n    return {}", "import os"), "Store",
+                    ["mpmath==1.3.0"]).problems]
+
+
 def test_a_forbidden_import_inside_a_method_fails() -> None:
     source = with_tool('''
         def t(self) -> dict:
