@@ -20,7 +20,7 @@ from typing import Any
 
 from sandbox.runtime import mergepatch
 from sandbox.runtime.determinism import DEFAULT_START, Determinism, parse_instant
-from sandbox.runtime.jsonsafe import NotData, to_json_safe
+from sandbox.runtime.jsonsafe import NotData, to_json_safe, to_json_text
 from sandbox.runtime.protocol import OperationError, describe_exception, dumps
 
 ENV_FILENAME = "env.py"
@@ -144,7 +144,7 @@ class EnvHost:
         checker judges. Texts, so that nothing on their way parses them but each check."""
         env = self._require()
         self._expect(executed)
-        return {"initial": env.initial_state, "final": dumps(_served_state(env.env_object))}
+        return {"initial": env.initial_state, "final": _served_text(env.env_object)}
 
     def _expect(self, executed: int | None) -> None:
         """Refuse to act when the caller expects another number of executed calls than this
@@ -168,7 +168,7 @@ class EnvHost:
         tools = _tool_functions(cls, recipe.tool_names)
         env_object = _instantiate(cls, recipe)
         try:
-            initial_state = dumps(_state(env_object))
+            initial_state = to_json_text(_public(env_object), root="state")
         except Exception as exc:  # noqa: BLE001 - e.g. a class without __dict__
             raise OperationError("LoadError", f"reading the state of {cls.__name__} "
                                  f"failed: {describe_exception(exc)}") from None
@@ -265,15 +265,23 @@ def _takes_positional(cls: type) -> bool:
     return any(parameter.kind in _POSITIONAL for parameter in parameters)
 
 
-def _state(env_object: Any) -> dict[str, Any]:
-    return to_json_safe({name: value for name, value in vars(env_object).items()
-                         if not name.startswith("_")}, root="state")
+def _public(env_object: Any) -> dict[str, Any]:
+    """The state: the object's public attributes."""
+    return {name: value for name, value in vars(env_object).items() if not name.startswith("_")}
 
 
 def _served_state(env_object: Any) -> dict[str, Any]:
     """The state after calls: one that is not data (a cycle, colliding keys) is ``StateNotData``."""
     try:
-        return _state(env_object)
+        return to_json_safe(_public(env_object), root="state")
+    except NotData as exc:
+        raise OperationError("StateNotData", str(exc)) from None
+
+
+def _served_text(env_object: Any) -> str:
+    """`_served_state` as its JSON text (the encoder's fast way for plain data)."""
+    try:
+        return to_json_text(_public(env_object), root="state")
     except NotData as exc:
         raise OperationError("StateNotData", str(exc)) from None
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.runtime.jsonsafe import MAX_DEPTH, NotData, dumps, to_json_safe
+from sandbox.runtime.jsonsafe import MAX_DEPTH, NotData, dumps, to_json_safe, to_json_text
 
 
 class Color(enum.Enum):
@@ -289,3 +289,32 @@ class OddDict:
 def test_containers_and_objects_whose_code_raises_are_reprs() -> None:
     assert to_json_safe({"m": BrokenMapping(a=1)}) == {"m": "{'a': 1}"}
     assert to_json_safe(OddDict()).startswith("<tests.unit.test_jsonsafe.OddDict object")
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = ["deep"]
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("value", [
+    {"orders": {"o1": {"items": [{"sku": "p", "qty": 2, "price": 2.5}], "note": None,
+                       "paid": True, "tags": []}}, "count": 10**30, "é": "ünï"},
+    {"nan": float("nan"), "inf": [float("-inf")]},  # NaN as null: the walker's way
+    {1: "int key", None: "none key", 2.5: "float key"},  # keys turned into text by the walker
+    {"lone": "\ud800"},  # a lone surrogate, replaced
+    {"big": 10 ** 5000},  # too long for text
+    {"set": {3, 1, 2}, "tuple": (1, 2), "deque": deque([1])},
+    _nested(MAX_DEPTH + 20),  # deeper than MAX_DEPTH: cut where the walker cuts
+])
+def test_the_fast_text_of_a_state_is_the_walkers(value: object) -> None:
+    assert to_json_text(value) == dumps(to_json_safe(value))
+
+
+def test_the_fast_text_keeps_the_walkers_errors() -> None:
+    cycle: dict[str, object] = {}
+    cycle["self"] = cycle
+    for value in (cycle, {1: "a", "1": "b"}):
+        with pytest.raises(NotData):
+            to_json_text(value, root="state")
