@@ -4,6 +4,7 @@ classes serving what their __eq__ compares."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,16 @@ def test_unknown_classes_and_missing_checkouts_are_errors() -> None:
         build(locate(CHECKOUT), ["TravelAPI"])
     with pytest.raises(CheckoutError, match="is it a gorilla checkout"):
         locate(CHECKOUT / "berkeley-function-call-leaderboard" / "bfcl")
+
+
+def test_a_checkout_of_a_newer_release_is_read_by_its_file_names(tmp_path: Path) -> None:
+    """BFCL names its data files per release (BFCL_v3_..., then BFCL_v4_...)."""
+    checkout = tmp_path / "gorilla"
+    shutil.copytree(CHECKOUT, checkout)
+    for path in checkout.rglob("BFCL_v3_*.json"):
+        path.rename(path.with_name(path.name.replace("BFCL_v3_", "BFCL_v4_")))
+    found = locate(checkout)
+    questions, answers = found.questions("base")
+    assert found.version == "v4"
+    assert [q["id"] for q in questions] == list(answers)
+    assert locate(CHECKOUT).version == "v3"
