@@ -1,13 +1,14 @@
 """The ``env.py`` of one set of BFCL classes (a question's ``involved_classes``), as text.
 
-The classes' module sources come first, as BFCL wrote them (a relative import of a sibling module
-is replaced by that module's source, since an environment is one file), then ``BfclMultiTurn``: it
-makes each class and calls its ``_load_scenario`` with that class's part of BFCL's
-``initial_config`` (from ``init_config["_initial_config"]``, a private attribute afterwards, so
-not state), as BFCL does; the state is one public attribute per class, named after it, holding the
-instance (served as the tree of its public attributes). Each function of the classes' function
-docs becomes a method of the same name with BFCL's description and parameters (typed from the
-docs, defaults from the class's own signature) that calls the instance's method.
+The classes' module sources come first, as BFCL wrote them (an import from a sibling module,
+relative or by its package path, is replaced by that module's source, since an environment is one
+file), then ``BfclMultiTurn``: it makes each class and calls its ``_load_scenario`` with that
+class's part of BFCL's ``initial_config`` (from ``init_config["_initial_config"]``, a private
+attribute afterwards, so not state), as BFCL does; the state is one public attribute per class,
+named after it, holding the instance (served as the tree of its public attributes). Each function
+of the classes' function docs becomes a method of the same name with BFCL's description and
+parameters (typed from the docs, defaults from the class's own signature) that calls the
+instance's method.
 
 BFCL compares states attribute by attribute with ``==``, so a nested object counts as what its
 class's ``__eq__`` compares (a ``Directory`` as its name and contents, not its link back to its
@@ -81,8 +82,9 @@ def _modules(checkout: Checkout, wanted: list[str]) -> dict[str, str]:
         text = checkout.sources[module]
         lines = text.splitlines()
         for node in ast.parse(text).body:
-            if isinstance(node, ast.ImportFrom) and node.level:
-                add((node.module or "").split(".")[0], (*chain, module))
+            sibling = _sibling(node, checkout)
+            if sibling is not None:
+                add(sibling, (*chain, module))
                 for number in range(node.lineno - 1, node.end_lineno or node.lineno):
                     lines[number] = ""
         texts[module] = f"# --- BFCL module {module} ---\n" + "\n".join(lines).strip()
@@ -90,6 +92,19 @@ def _modules(checkout: Checkout, wanted: list[str]) -> dict[str, str]:
     for module in wanted:
         add(module, ())
     return texts
+
+
+def _sibling(node: ast.stmt, checkout: Checkout) -> str | None:
+    """The source-folder module ``node`` imports from: relatively (``from .units``) or by its
+    package path (``from bfcl_eval.eval_checker.multi_turn_eval.func_source_code.units``)."""
+    if not isinstance(node, ast.ImportFrom):
+        return None
+    parts = (node.module or "").split(".")
+    if node.level:
+        return parts[0]
+    if len(parts) > 1 and parts[-2] == checkout.source_dir.name and parts[-1] in checkout.sources:
+        return parts[-1]
+    return None
 
 
 def _compared_states(classes: list[ClassSource]) -> list[str]:

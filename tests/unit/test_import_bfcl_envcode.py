@@ -52,3 +52,16 @@ def test_a_checkout_of_a_newer_release_is_read_by_its_file_names(tmp_path: Path)
     assert found.version == "v4"
     assert [q["id"] for q in questions] == list(answers)
     assert locate(CHECKOUT).version == "v3"
+
+
+def test_a_sibling_imported_by_its_package_path_is_inlined(tmp_path: Path) -> None:
+    """Current BFCL imports siblings absolutely (gorilla_file_system imports long_context so)."""
+    checkout = tmp_path / "gorilla"
+    shutil.copytree(CHECKOUT, checkout)
+    pantry = next(checkout.rglob("pantry_api.py"))
+    pantry.write_text(pantry.read_text().replace(
+        "from .kitchen_units import",
+        "from bfcl_eval.eval_checker.multi_turn_eval.func_source_code.kitchen_units import"))
+    code = build(locate(checkout), ["PantryAPI"])
+    assert code.source.count("GRAMS_PER_CUP = 120") == 1
+    assert "kitchen_units import" not in code.source
