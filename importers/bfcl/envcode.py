@@ -20,6 +20,9 @@ BFCL compares, and a parent link is no cycle.
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
+from collections import Counter
 from dataclasses import dataclass
 
 from importers.bfcl.checkout import Checkout, ClassSource
@@ -87,11 +90,56 @@ def _modules(checkout: Checkout, wanted: list[str]) -> dict[str, str]:
                 add(sibling, (*chain, module))
                 for number in range(node.lineno - 1, node.end_lineno or node.lineno):
                     lines[number] = ""
-        texts[module] = f"# --- BFCL module {module} ---\n" + "\n".join(lines).strip()
+        texts[module] = "\n".join(lines).strip()
 
     for module in wanted:
         add(module, ())
-    return texts
+    return {module: f"# --- BFCL module {module} ---\n{text}"
+            for module, text in _separated(texts).items()}
+
+
+def _separated(texts: dict[str, str]) -> dict[str, str]:
+    """The modules, each global that two of them define renamed after its module in each (every
+    BFCL module has its own ``DEFAULT_STATE``; in one file the last would win)."""
+    owned = {module: _globals(text) for module, text in texts.items()}
+    counts = Counter(name for names in owned.values() for name in names)
+    shared = {name for name, count in counts.items() if count > 1}
+    classes = shared & {node.name for text in texts.values() for node in ast.parse(text).body
+                        if isinstance(node, ast.ClassDef)}
+    if classes:
+        raise EnvCodeError(f"classes {sorted(classes)} are defined by two modules")
+    return {module: _renamed(text, owned[module] & shared, module)
+            for module, text in texts.items()}
+
+
+def _globals(text: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {found.id for target in targets for found in ast.walk(target)
+                      if isinstance(found, ast.Name)}
+    return names
+
+
+def _renamed(text: str, names: set[str], module: str) -> str:
+    """``text`` with each name of ``names`` (not an attribute) suffixed with ``_{module}``."""
+    if not names:
+        return text
+    lines = text.splitlines(keepends=True)
+    previous = ""
+    places = []
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.NAME and token.string in names and previous != ".":
+            places.append((*token.start, token.string))
+        if token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+            previous = token.string
+    for row, col, name in reversed(places):
+        line, end = lines[row - 1], col + len(name)
+        lines[row - 1] = f"{line[:end]}_{module}{line[end:]}"
+    return "".join(lines)
 
 
 def _sibling(node: ast.stmt, checkout: Checkout) -> str | None:

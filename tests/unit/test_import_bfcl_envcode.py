@@ -65,3 +65,13 @@ def test_a_sibling_imported_by_its_package_path_is_inlined(tmp_path: Path) -> No
     code = build(locate(checkout), ["PantryAPI"])
     assert code.source.count("GRAMS_PER_CUP = 120") == 1
     assert "kitchen_units import" not in code.source
+
+
+def test_globals_two_modules_define_are_renamed_after_their_module() -> None:
+    """Every BFCL module has its own DEFAULT_STATE; in one env.py the last one would win."""
+    source = build(locate(CHECKOUT), ["NoteAPI", "PantryAPI"]).source
+    assert 'DEFAULT_STATE_note_api = {"owner": "", "logged_in": False}' in source
+    assert 'scenario.get("owner", DEFAULT_STATE_note_api["owner"])' in source
+    assert 'DEFAULT_STATE_pantry_api["shopping_list"]' in source
+    assert "GRAMS_PER_CUP = 120" in source  # defined once: kept as it is
+    assert "DEFAULT_STATE =" not in source and "DEFAULT_STATE[" not in source
