@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import ast
 import io
+import sys
 import tokenize
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from importers.bfcl.checkout import Checkout, ClassSource
@@ -42,6 +44,7 @@ class EnvCode:
     source: str
     tools: dict[str, list[str]]  # tool -> parameter names, in order
     warnings: tuple[str, ...]
+    imports: tuple[str, ...] = ()  # third-party top-level modules the classes' modules import
 
 
 def build(checkout: Checkout, class_names: list[str]) -> EnvCode:
@@ -63,7 +66,8 @@ def build(checkout: Checkout, class_names: list[str]) -> EnvCode:
               if found.module in modules and found.name not in class_names]
     parts = [*modules.values(), *_compared_states(nested), _wrapper(classes, methods)]
     source = "\n\n".join(part for part in parts if part) + "\n"
-    return EnvCode(source=source, tools=tools, warnings=tuple(warnings))
+    return EnvCode(source=source, tools=tools, warnings=tuple(warnings),
+                   imports=_third_party(modules.values()))
 
 
 def _class(checkout: Checkout, name: str) -> ClassSource:
@@ -140,6 +144,19 @@ def _renamed(text: str, names: set[str], module: str) -> str:
         line, end = lines[row - 1], col + len(name)
         lines[row - 1] = f"{line[:end]}_{module}{line[end:]}"
     return "".join(lines)
+
+
+def _third_party(texts: Iterable[str]) -> tuple[str, ...]:
+    """The top-level modules ``texts`` import that are not the standard library's (sibling
+    imports are gone by now): what the sandbox must have installed (MathAPI imports mpmath)."""
+    names = set()
+    for text in texts:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names.add(node.module.split(".")[0])
+    return tuple(sorted(name for name in names if name not in sys.stdlib_module_names))
 
 
 def _sibling(node: ast.stmt, checkout: Checkout) -> str | None:

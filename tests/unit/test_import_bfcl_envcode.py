@@ -4,14 +4,18 @@ classes serving what their __eq__ compares."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from envformat.toolschema import derive_tools
 from importers.bfcl.checkout import CheckoutError, locate
+from importers.bfcl import import_bfcl
 from importers.bfcl.envcode import CLASS_NAME, EnvCodeError, build
+from synth.sandboxes import SandboxHub
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "bfcl"
 
@@ -75,3 +79,27 @@ def test_globals_two_modules_define_are_renamed_after_their_module() -> None:
     assert 'DEFAULT_STATE_pantry_api["shopping_list"]' in source
     assert "GRAMS_PER_CUP = 120" in source  # defined once: kept as it is
     assert "DEFAULT_STATE =" not in source and "DEFAULT_STATE[" not in source
+
+
+def _with_third_party_import(tmp_path: Path) -> Path:
+    checkout = tmp_path / "gorilla"
+    shutil.copytree(CHECKOUT, checkout)
+    for module in ("note_api.py", "kitchen_units.py"):  # every class, one through its sibling
+        path = next(checkout.rglob(module))
+        path.write_text("import mpmath\nimport json\n" + path.read_text())
+    return checkout
+
+
+def test_third_party_imports_are_found_and_need_a_pin(tmp_path: Path) -> None:
+    """BFCL's MathAPI imports mpmath, which the standard sandbox image lacks."""
+    checkout = _with_third_party_import(tmp_path)
+    assert build(locate(checkout), ["PantryAPI"]).imports == ("mpmath",)
+    assert build(locate(CHECKOUT), ["NoteAPI", "PantryAPI"]).imports == ()
+    hub = cast(SandboxHub, None)  # never reached: the missing pin is found first
+    report = asyncio.run(import_bfcl(checkout, tmp_path / "out", hub))
+    assert not report.imported and len(report.errors) == 3
+    for problem in report.errors:
+        assert problem.reason == ("its classes import mpmath, which the standard sandbox lacks: "
+                                  "pin it with --requirement NAME==VERSION")
+    with pytest.raises(ValueError, match="not an exact pin"):
+        asyncio.run(import_bfcl(checkout, tmp_path / "out", hub, requirements=("mpmath",)))
