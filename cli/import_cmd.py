@@ -119,6 +119,10 @@ def bfcl(
     category: Annotated[list[str] | None, typer.Option(
         "--category", show_default=False, help="Multi-turn category to import: base (default) "
         "or miss_param; repeat for several.")] = None,
+    requirement: Annotated[list[str] | None, typer.Option(
+        "--requirement", show_default=False, help="An exact pin (NAME==VERSION) of a package "
+        "the classes import, e.g. mpmath==1.3.0 for MathAPI; repeat for several. Environments "
+        "list those their code imports in env.json's requirements.")] = None,
     json_output: JsonOutput = False,
 ) -> None:
     """Convert BFCL's multi-turn questions into OUT/<env_id>/: one environment per set of
@@ -135,7 +139,8 @@ def bfcl(
     async def run():  # type: ignore[no-untyped-def]
         async with SandboxHub.from_environment(limit=1) as hub:
             return await import_bfcl(from_dir, out_dir, hub,
-                                     categories=tuple(category or ("base",)))
+                                     categories=tuple(category or ("base",)),
+                                     requirements=tuple(requirement or ()))
 
     try:
         report = asyncio.run(run())

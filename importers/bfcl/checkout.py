@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-QUESTIONS = "BFCL_v3_multi_turn_{category}.json"
+QUESTIONS = "BFCL_{version}_multi_turn_{category}.json"
+VERSIONS = ("v4", "v3")  # BFCL renames its data files per release; the newest present is read
 ANSWERS_DIR = "possible_answer"
 FUNC_DOC_DIR = "multi_turn_func_doc"
 SOURCE_DIR = "func_source_code"
@@ -47,13 +48,14 @@ class Checkout:
 
     data: Path
     source_dir: Path
+    version: str
     sources: dict[str, str] = field(default_factory=dict)
     classes: dict[str, ClassSource] = field(default_factory=dict)
     func_docs: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def questions(self, category: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """The category's questions, and its ground truth by question id."""
-        name = QUESTIONS.format(category=category)
+        name = QUESTIONS.format(version=self.version, category=category)
         questions = _json_lines(self.data / name)
         answers = _json_lines(self.data / ANSWERS_DIR / name)
         return questions, {answer.get("id"): answer.get("ground_truth") for answer in answers}
@@ -63,9 +65,9 @@ def locate(root: Path) -> Checkout:
     """The checkout under ``root`` (a gorilla clone, or its ``berkeley-function-call-leaderboard``
     folder): the data folder is where the base questions are, the source folder where the
     classes are."""
-    questions = _find(root, QUESTIONS.format(category="base"), exclude=ANSWERS_DIR)
+    version, questions = _questions(root)
     sources = _find(root, SOURCE_DIR, directory=True)
-    checkout = Checkout(data=questions.parent, source_dir=sources)
+    checkout = Checkout(data=questions.parent, source_dir=sources, version=version)
     for path in sorted(sources.glob("*.py")):
         text = _read(path)
         try:
@@ -82,6 +84,17 @@ def locate(root: Path) -> Checkout:
     if not checkout.func_docs:
         raise CheckoutError(f"no function docs in {checkout.data / FUNC_DOC_DIR}")
     return checkout
+
+
+def _questions(root: Path) -> tuple[str, Path]:
+    """The newest release's base question file, and that release's version."""
+    for version in VERSIONS:
+        name = QUESTIONS.format(version=version, category="base")
+        try:
+            return version, _find(root, name, exclude=ANSWERS_DIR)
+        except CheckoutError as exc:
+            missing = exc
+    raise missing
 
 
 def _find(root: Path, name: str, *, directory: bool = False, exclude: str = "") -> Path:

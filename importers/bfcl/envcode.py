@@ -1,13 +1,14 @@
 """The ``env.py`` of one set of BFCL classes (a question's ``involved_classes``), as text.
 
-The classes' module sources come first, as BFCL wrote them (a relative import of a sibling module
-is replaced by that module's source, since an environment is one file), then ``BfclMultiTurn``: it
-makes each class and calls its ``_load_scenario`` with that class's part of BFCL's
-``initial_config`` (from ``init_config["_initial_config"]``, a private attribute afterwards, so
-not state), as BFCL does; the state is one public attribute per class, named after it, holding the
-instance (served as the tree of its public attributes). Each function of the classes' function
-docs becomes a method of the same name with BFCL's description and parameters (typed from the
-docs, defaults from the class's own signature) that calls the instance's method.
+The classes' module sources come first, as BFCL wrote them (an import from a sibling module,
+relative or by its package path, is replaced by that module's source, since an environment is one
+file), then ``BfclMultiTurn``: it makes each class and calls its ``_load_scenario`` with that
+class's part of BFCL's ``initial_config`` (from ``init_config["_initial_config"]``, a private
+attribute afterwards, so not state), as BFCL does; the state is one public attribute per class,
+named after it, holding the instance (served as the tree of its public attributes). Each function
+of the classes' function docs becomes a method of the same name with BFCL's description and
+parameters (typed from the docs, defaults from the class's own signature) that calls the
+instance's method.
 
 BFCL compares states attribute by attribute with ``==``, so a nested object counts as what its
 class's ``__eq__`` compares (a ``Directory`` as its name and contents, not its link back to its
@@ -19,6 +20,11 @@ BFCL compares, and a parent link is no cycle.
 from __future__ import annotations
 
 import ast
+import io
+import sys
+import tokenize
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from importers.bfcl.checkout import Checkout, ClassSource
@@ -38,6 +44,7 @@ class EnvCode:
     source: str
     tools: dict[str, list[str]]  # tool -> parameter names, in order
     warnings: tuple[str, ...]
+    imports: tuple[str, ...] = ()  # third-party top-level modules the classes' modules import
 
 
 def build(checkout: Checkout, class_names: list[str]) -> EnvCode:
@@ -59,7 +66,8 @@ def build(checkout: Checkout, class_names: list[str]) -> EnvCode:
               if found.module in modules and found.name not in class_names]
     parts = [*modules.values(), *_compared_states(nested), _wrapper(classes, methods)]
     source = "\n\n".join(part for part in parts if part) + "\n"
-    return EnvCode(source=source, tools=tools, warnings=tuple(warnings))
+    return EnvCode(source=source, tools=tools, warnings=tuple(warnings),
+                   imports=_third_party(modules.values()))
 
 
 def _class(checkout: Checkout, name: str) -> ClassSource:
@@ -81,15 +89,87 @@ def _modules(checkout: Checkout, wanted: list[str]) -> dict[str, str]:
         text = checkout.sources[module]
         lines = text.splitlines()
         for node in ast.parse(text).body:
-            if isinstance(node, ast.ImportFrom) and node.level:
-                add((node.module or "").split(".")[0], (*chain, module))
+            sibling = _sibling(node, checkout)
+            if sibling is not None:
+                add(sibling, (*chain, module))
                 for number in range(node.lineno - 1, node.end_lineno or node.lineno):
                     lines[number] = ""
-        texts[module] = f"# --- BFCL module {module} ---\n" + "\n".join(lines).strip()
+        texts[module] = "\n".join(lines).strip()
 
     for module in wanted:
         add(module, ())
-    return texts
+    return {module: f"# --- BFCL module {module} ---\n{text}"
+            for module, text in _separated(texts).items()}
+
+
+def _separated(texts: dict[str, str]) -> dict[str, str]:
+    """The modules, each global that two of them define renamed after its module in each (every
+    BFCL module has its own ``DEFAULT_STATE``; in one file the last would win)."""
+    owned = {module: _globals(text) for module, text in texts.items()}
+    counts = Counter(name for names in owned.values() for name in names)
+    shared = {name for name, count in counts.items() if count > 1}
+    classes = shared & {node.name for text in texts.values() for node in ast.parse(text).body
+                        if isinstance(node, ast.ClassDef)}
+    if classes:
+        raise EnvCodeError(f"classes {sorted(classes)} are defined by two modules")
+    return {module: _renamed(text, owned[module] & shared, module)
+            for module, text in texts.items()}
+
+
+def _globals(text: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {found.id for target in targets for found in ast.walk(target)
+                      if isinstance(found, ast.Name)}
+    return names
+
+
+def _renamed(text: str, names: set[str], module: str) -> str:
+    """``text`` with each name of ``names`` (not an attribute) suffixed with ``_{module}``."""
+    if not names:
+        return text
+    lines = text.splitlines(keepends=True)
+    previous = ""
+    places = []
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.NAME and token.string in names and previous != ".":
+            places.append((*token.start, token.string))
+        if token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+            previous = token.string
+    for row, col, name in reversed(places):
+        line, end = lines[row - 1], col + len(name)
+        lines[row - 1] = f"{line[:end]}_{module}{line[end:]}"
+    return "".join(lines)
+
+
+def _third_party(texts: Iterable[str]) -> tuple[str, ...]:
+    """The top-level modules ``texts`` import that are not the standard library's (sibling
+    imports are gone by now): what the sandbox must have installed (MathAPI imports mpmath)."""
+    names = set()
+    for text in texts:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names.add(node.module.split(".")[0])
+    return tuple(sorted(name for name in names if name not in sys.stdlib_module_names))
+
+
+def _sibling(node: ast.stmt, checkout: Checkout) -> str | None:
+    """The source-folder module ``node`` imports from: relatively (``from .units``) or by its
+    package path (``from bfcl_eval.eval_checker.multi_turn_eval.func_source_code.units``)."""
+    if not isinstance(node, ast.ImportFrom):
+        return None
+    parts = (node.module or "").split(".")
+    if node.level:
+        return parts[0]
+    if len(parts) > 1 and parts[-2] == checkout.source_dir.name and parts[-1] in checkout.sources:
+        return parts[-1]
+    return None
 
 
 def _compared_states(classes: list[ClassSource]) -> list[str]:

@@ -26,6 +26,7 @@ from jsonschema.exceptions import best_match
 
 from envformat.loader import ENV_MANIFEST, ENV_SCENARIOS, ENV_SOURCE, load_env, sync_manifest
 from envformat.models import ChecklistItem, Scenario, UserTurn
+from envformat.requirements import import_names, pins_problem
 from envformat.toolschema import derive_tools
 from importers.bfcl.calls import CallError, parse_call
 from importers.bfcl.checkout import Checkout, locate
@@ -93,12 +94,17 @@ class _Group:
 
 async def import_bfcl(root: Path, out: Path, hub: SandboxHub, *,
                       categories: tuple[str, ...] = ("base",),
+                      requirements: tuple[str, ...] = (),
                       created: str | None = None) -> BfclReport:
-    """Import ``categories`` of the checkout at ``root`` into ``out``; raises ``CheckoutError``
-    when the checkout lacks what the import needs."""
+    """Import ``categories`` of the checkout at ``root`` into ``out``; ``requirements``: exact
+    pins of the third-party packages the classes import (each environment gets those its code
+    imports). Raises ``CheckoutError`` when the checkout lacks what the import needs."""
     unknown = set(categories) - set(CATEGORIES)
     if unknown:
         raise ValueError(f"unknown categories {sorted(unknown)}: choose from {CATEGORIES}")
+    problem = pins_problem(requirements)
+    if problem is not None:
+        raise ValueError(problem)
     checkout = locate(root)
     report = BfclReport(checkout=str(root), out=str(out), categories=categories)
     groups: dict[tuple[str, ...], _Group] = {}
@@ -110,14 +116,16 @@ async def import_bfcl(root: Path, out: Path, hub: SandboxHub, *,
             classes = tuple(sorted(question.get("involved_classes") or ()))
             groups.setdefault(classes, _Group(classes)).questions.append(question)
     for group in groups.values():
-        await _import_group(checkout, group, out, hub, report, created or date.today().isoformat())
+        await _import_group(checkout, group, out, hub, report, requirements,
+                            created or date.today().isoformat())
     return report
 
 
 async def _import_group(checkout: Checkout, group: _Group, out: Path, hub: SandboxHub,
-                        report: BfclReport, created: str) -> None:
+                        report: BfclReport, pins: tuple[str, ...], created: str) -> None:
     try:
         code = build(checkout, list(group.classes))
+        requirements = _requirements(code, pins)
     except EnvCodeError as exc:
         report.errors += [Problem(q.get("id", "?"), str(exc)) for q in group.questions]
         return
@@ -125,7 +133,7 @@ async def _import_group(checkout: Checkout, group: _Group, out: Path, hub: Sandb
     validators = {tool["function"]["name"]: Draft202012Validator(tool["function"]["parameters"])
                   for tool in tools}
     scenarios: list[Scenario] = []
-    async with _Replayer(hub, code, group.env_id) as replayer:
+    async with _Replayer(hub, code, group.env_id, requirements) as replayer:
         for question in group.questions:
             try:
                 turns = _turns(question, code, validators)
@@ -138,9 +146,20 @@ async def _import_group(checkout: Checkout, group: _Group, out: Path, hub: Sandb
     if not scenarios:
         report.errors.append(Problem(group.env_id, "no question of these classes imported"))
         return
-    path = _write(out, group, code, tools, scenarios, created)
+    path = _write(out, group, code, tools, scenarios, requirements, created)
     report.imported.append(ImportedEnv(group.env_id, group.classes, len(tools), len(scenarios),
                                        code.warnings, str(path)))
+
+
+def _requirements(code: EnvCode, pins: tuple[str, ...]) -> list[str]:
+    """The pins of the third-party modules ``code`` imports; a module without one is an error
+    (it would fail to load in a sandbox that lacks it)."""
+    by_module = {name: pin for pin in pins for name in import_names([pin])}
+    missing = [module for module in code.imports if module not in by_module]
+    if missing:
+        raise EnvCodeError(f"its classes import {', '.join(missing)}, which the standard sandbox "
+                           "lacks: pin it with --requirement NAME==VERSION")
+    return sorted(by_module[module] for module in code.imports)
 
 
 def _turns(question: dict[str, Any], code: EnvCode,
@@ -170,8 +189,10 @@ class _Replayer:
     """Replays ground truths in one sandbox of ``hub``, reset between questions, replaced when a
     question's replay ends it (a call past its deadline, a crash)."""
 
-    def __init__(self, hub: SandboxHub, code: EnvCode, purpose: str) -> None:
+    def __init__(self, hub: SandboxHub, code: EnvCode, purpose: str,
+                 requirements: list[str]) -> None:
         self.hub, self.code, self.purpose = hub, code, purpose
+        self.requirements = requirements
         self.stack = AsyncExitStack()
         self.box: Sandbox | None = None
         self.loaded = False
@@ -200,7 +221,8 @@ class _Replayer:
                       turns: list[UserTurn]) -> dict[str, Any]:
         limits = self.hub.limits
         if self.box is None:
-            self.box = await self.stack.enter_async_context(self.hub.sandbox(self.purpose))
+            self.box = await self.stack.enter_async_context(self.hub.sandbox(self.purpose,
+                                                                         self.requirements))
         if self.loaded:
             await self.box.reset(init_config=init_config, seed=SEED, timeout=limits.load_timeout)
         else:
@@ -238,7 +260,7 @@ def _state_check(name: str, expected: Any) -> str:
 
 
 def _write(out: Path, group: _Group, code: EnvCode, tools: list[dict[str, Any]],
-           scenarios: list[Scenario], created: str) -> Path:
+           scenarios: list[Scenario], requirements: list[str], created: str) -> Path:
     """The environment's folder, assembled and loaded in a staging folder, then moved in place
     (an earlier import of the same id is replaced)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -247,8 +269,10 @@ def _write(out: Path, group: _Group, code: EnvCode, tools: list[dict[str, Any]],
         folder = staging / group.env_id
         folder.mkdir()
         (folder / ENV_SOURCE).write_text(code.source, encoding="utf-8")
-        (folder / ENV_MANIFEST).write_text(json.dumps(_manifest(group, tools, created)),
-                                           encoding="utf-8")
+        manifest = _manifest(group, tools, created)
+        if requirements:
+            manifest["requirements"] = requirements
+        (folder / ENV_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
         (folder / ENV_SCENARIOS).write_text(
             "".join(s.model_dump_json() + "\n" for s in scenarios), encoding="utf-8")
         sync_manifest(folder)

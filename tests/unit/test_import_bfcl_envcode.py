@@ -4,13 +4,18 @@ classes serving what their __eq__ compares."""
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from envformat.toolschema import derive_tools
 from importers.bfcl.checkout import CheckoutError, locate
+from importers.bfcl import import_bfcl
 from importers.bfcl.envcode import CLASS_NAME, EnvCodeError, build
+from synth.sandboxes import SandboxHub
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "bfcl"
 
@@ -38,3 +43,63 @@ def test_unknown_classes_and_missing_checkouts_are_errors() -> None:
         build(locate(CHECKOUT), ["TravelAPI"])
     with pytest.raises(CheckoutError, match="is it a gorilla checkout"):
         locate(CHECKOUT / "berkeley-function-call-leaderboard" / "bfcl")
+
+
+def test_a_checkout_of_a_newer_release_is_read_by_its_file_names(tmp_path: Path) -> None:
+    """BFCL names its data files per release (BFCL_v3_..., then BFCL_v4_...)."""
+    checkout = tmp_path / "gorilla"
+    shutil.copytree(CHECKOUT, checkout)
+    for path in checkout.rglob("BFCL_v3_*.json"):
+        path.rename(path.with_name(path.name.replace("BFCL_v3_", "BFCL_v4_")))
+    found = locate(checkout)
+    questions, answers = found.questions("base")
+    assert found.version == "v4"
+    assert [q["id"] for q in questions] == list(answers)
+    assert locate(CHECKOUT).version == "v3"
+
+
+def test_a_sibling_imported_by_its_package_path_is_inlined(tmp_path: Path) -> None:
+    """Current BFCL imports siblings absolutely (gorilla_file_system imports long_context so)."""
+    checkout = tmp_path / "gorilla"
+    shutil.copytree(CHECKOUT, checkout)
+    pantry = next(checkout.rglob("pantry_api.py"))
+    pantry.write_text(pantry.read_text().replace(
+        "from .kitchen_units import",
+        "from bfcl_eval.eval_checker.multi_turn_eval.func_source_code.kitchen_units import"))
+    code = build(locate(checkout), ["PantryAPI"])
+    assert code.source.count("GRAMS_PER_CUP = 120") == 1
+    assert "kitchen_units import" not in code.source
+
+
+def test_globals_two_modules_define_are_renamed_after_their_module() -> None:
+    """Every BFCL module has its own DEFAULT_STATE; in one env.py the last one would win."""
+    source = build(locate(CHECKOUT), ["NoteAPI", "PantryAPI"]).source
+    assert 'DEFAULT_STATE_note_api = {"owner": "", "logged_in": False}' in source
+    assert 'scenario.get("owner", DEFAULT_STATE_note_api["owner"])' in source
+    assert 'DEFAULT_STATE_pantry_api["shopping_list"]' in source
+    assert "GRAMS_PER_CUP = 120" in source  # defined once: kept as it is
+    assert "DEFAULT_STATE =" not in source and "DEFAULT_STATE[" not in source
+
+
+def _with_third_party_import(tmp_path: Path) -> Path:
+    checkout = tmp_path / "gorilla"
+    shutil.copytree(CHECKOUT, checkout)
+    for module in ("note_api.py", "kitchen_units.py"):  # every class, one through its sibling
+        path = next(checkout.rglob(module))
+        path.write_text("import mpmath\nimport json\n" + path.read_text())
+    return checkout
+
+
+def test_third_party_imports_are_found_and_need_a_pin(tmp_path: Path) -> None:
+    """BFCL's MathAPI imports mpmath, which the standard sandbox image lacks."""
+    checkout = _with_third_party_import(tmp_path)
+    assert build(locate(checkout), ["PantryAPI"]).imports == ("mpmath",)
+    assert build(locate(CHECKOUT), ["NoteAPI", "PantryAPI"]).imports == ()
+    hub = cast(SandboxHub, None)  # never reached: the missing pin is found first
+    report = asyncio.run(import_bfcl(checkout, tmp_path / "out", hub))
+    assert not report.imported and len(report.errors) == 3
+    for problem in report.errors:
+        assert problem.reason == ("its classes import mpmath, which the standard sandbox lacks: "
+                                  "pin it with --requirement NAME==VERSION")
+    with pytest.raises(ValueError, match="not an exact pin"):
+        asyncio.run(import_bfcl(checkout, tmp_path / "out", hub, requirements=("mpmath",)))
