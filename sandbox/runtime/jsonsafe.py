@@ -14,6 +14,8 @@ as data they can walk, not as text:
 - ``Decimal`` -> ``float`` when the float's shortest repr equals it (``Decimal("10.10")`` -> 10.1),
   else its string (no silent rounding); NaN/inf -> ``null``
 - ``Enum`` -> its converted ``value``; dataclass instance -> dict of its fields
+- a number of a package (a ``numbers.Real`` from outside the standard library, e.g. mpmath's
+  ``mpf``) -> its ``float`` value
 - an instance of a class defined outside the standard library (environment code, a package it
   imports) that has a ``__dict__`` or ``__slots__`` -> dict of its public attributes (names not
   starting with ``_``): slots in class order, then the instance ``__dict__`` in insertion order;
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import re
 import sys
 from collections import deque
@@ -153,11 +156,20 @@ def _classify(kind: type) -> _Handler:
         return _nested(_dataclass)
     if issubclass(kind, _LEAVES):
         return _leaf
+    if issubclass(kind, numbers.Real) and kind.__module__.partition(".")[0] not in _STANDARD:
+        return _real  # a package's number (mpmath's mpf): its value, not its internals
     if _is_plain_object(kind):
         if getattr(kind, "__getstate__", _DEFAULT_GETSTATE) is not _DEFAULT_GETSTATE:
             return _nested(_declared_state)
         return _nested(_object(kind))
     return lambda value, depth, active: _repr(value)
+
+
+def _real(value: Any, depth: int, active: set[int]) -> float | str | None:
+    try:
+        return _float(float(value), depth, active)
+    except (TypeError, ValueError, OverflowError):
+        return _repr(value)
 
 
 def _is_plain_object(kind: type) -> bool:

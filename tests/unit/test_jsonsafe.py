@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import enum
 import json
+import numbers
 import threading
 import uuid
 from collections import OrderedDict, deque, namedtuple
@@ -318,3 +319,24 @@ def test_the_fast_text_keeps_the_walkers_errors() -> None:
     for value in (cycle, {1: "a", "1": "b"}):
         with pytest.raises(NotData):
             to_json_text(value, root="state")
+
+
+def test_a_packages_real_number_is_its_value() -> None:
+    """mpmath's ``mpf`` and the like: numbers.Real from outside the standard library."""
+
+    class Real(numbers.Real):  # as a package would define it
+        __module__ = "somepackage.numbers"
+
+        def __init__(self, value: float) -> None:
+            self._value = value
+
+        def __float__(self) -> float:
+            return self._value
+
+    for name in ("__abs__", "__add__", "__ceil__", "__eq__", "__floor__", "__floordiv__",
+                 "__le__", "__lt__", "__mod__", "__mul__", "__neg__", "__pos__", "__pow__",
+                 "__radd__", "__rfloordiv__", "__rmod__", "__rmul__", "__round__", "__rpow__",
+                 "__rtruediv__", "__truediv__", "__trunc__"):
+        setattr(Real, name, lambda self, *args: NotImplemented)
+    Real.__abstractmethods__ = frozenset()
+    assert to_json_safe({"log": Real(2.0), "bad": Real(float("nan"))}) == {"log": 2.0, "bad": None}
