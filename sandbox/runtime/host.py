@@ -21,7 +21,7 @@ from typing import Any
 from sandbox.runtime import mergepatch
 from sandbox.runtime.determinism import DEFAULT_START, Determinism, parse_instant
 from sandbox.runtime.jsonsafe import NotData, to_json_safe, to_json_text
-from sandbox.runtime.protocol import OperationError, describe_exception, dumps
+from sandbox.runtime.protocol import JSONText, OperationError, describe_exception, dumps
 
 ENV_FILENAME = "env.py"
 MODULE_NAME = "envscaler_env"
@@ -134,10 +134,10 @@ class EnvHost:
                                  _describe_in_source(exc, env.recipe.source_lines)) from None
         return _bounded_result(name, result, env.recipe.max_result_bytes)
 
-    def state(self, executed: int | None = None) -> dict[str, Any]:
+    def state(self, executed: int | None = None) -> JSONText:
         env = self._require()
         self._expect(executed)
-        return _served_state(env.env_object)
+        return JSONText(_served_text(env.env_object))
 
     def snapshot(self, executed: int | None = None) -> dict[str, Any]:
         """The state right after the load or reset and the state now, as JSON texts: what a
@@ -270,16 +270,9 @@ def _public(env_object: Any) -> dict[str, Any]:
     return {name: value for name, value in vars(env_object).items() if not name.startswith("_")}
 
 
-def _served_state(env_object: Any) -> dict[str, Any]:
-    """The state after calls: one that is not data (a cycle, colliding keys) is ``StateNotData``."""
-    try:
-        return to_json_safe(_public(env_object), root="state")
-    except NotData as exc:
-        raise OperationError("StateNotData", str(exc)) from None
-
-
 def _served_text(env_object: Any) -> str:
-    """`_served_state` as its JSON text (the encoder's fast way for plain data)."""
+    """The state after calls as JSON text (the encoder's fast way for plain data); one that is
+    not data (a cycle, colliding keys) is ``StateNotData``."""
     try:
         return to_json_text(_public(env_object), root="state")
     except NotData as exc:

@@ -202,9 +202,17 @@ def dumps(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
+class JSONText(str):
+    """A result that is JSON text already (a state written by ``jsonsafe.to_json_text``): its
+    reply carries it as is rather than encoding it again."""
+
+
 def dump_body(message: Any) -> bytes:
     """A message's JSON as sent: `dumps` in UTF-8, lone surrogates as ``surrogatepass`` bytes."""
-    return dumps(message).encode("utf-8", "surrogatepass")
+    result = message.get("result") if type(message) is dict else None
+    text = ('{"ok":true,"result":' + result + "}" if isinstance(result, JSONText)
+            else dumps(message))
+    return text.encode("utf-8", "surrogatepass")
 
 
 def frame(body: bytes) -> bytes:
