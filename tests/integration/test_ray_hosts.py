@@ -165,11 +165,13 @@ EPISODES = 64  # four scenarios, sixteen seeds each: all at once
 class HeldAfterFirstCall:
     """Every episode's first call, then a wait at the gate: the node dies only once each
     session has made a call (so its node provably held live sessions) and before any has made
-    its second (so every episode is mid-run when it dies)."""
+    its second (so every episode is mid-run when it dies). Half of them (even seeds) go on as
+    the node is killed, their calls in flight when it dies; the others once it is gone."""
 
     def __init__(self, episodes: int) -> None:
         self.waiting, self.episodes = 0, episodes
-        self.all_waiting, self.opened = asyncio.Event(), asyncio.Event()
+        self.all_waiting, self.killing, self.killed = (asyncio.Event(), asyncio.Event(),
+                                                       asyncio.Event())
 
     def arrived(self) -> None:
         """One more episode at the gate (or ended before reaching it: it waits for nothing)."""
@@ -177,13 +179,14 @@ class HeldAfterFirstCall:
         if self.waiting >= self.episodes:
             self.all_waiting.set()
 
-    def policy(self, solution: list[dict[str, Any]]) -> Any:
+    def policy(self, spec: EpisodeSpec, solution: list[dict[str, Any]]) -> Any:
         reference = ReferencePolicy(solution)
+        opened = self.killing if spec.seed % 2 == 0 else self.killed
 
         async def policy(messages: list[dict[str, Any]], tools: Any = None) -> Any:
             if sum(message.get("role") == "assistant" for message in messages) == 1:
                 self.arrived()
-                await self.opened.wait()
+                await opened.wait()
             return await reference(messages, tools)
         return policy
 
@@ -218,11 +221,12 @@ async def _rollouts_with_a_node_killed(cluster: Cluster, hosts: RayHosts,
     gate = HeldAfterFirstCall(len(specs))
     async with AsyncEnvClient(gateway.url) as client:
         rollouts = asyncio.ensure_future(run_rollouts(
-            client, specs, lambda spec: gate.policy(solutions[spec.scenario] or []),
+            client, specs, lambda spec: gate.policy(spec, solutions[spec.scenario] or []),
             concurrency=EPISODES, resume=False, on_episode=lambda episode: gate.arrived()))
         await gate.all_waiting.wait()
+        gate.killing.set()
         await asyncio.to_thread(cluster.remove_node, cluster.list_all_nodes()[1])
-        gate.opened.set()
+        gate.killed.set()
         result = await rollouts
         for episode in result.episodes:
             solution = solutions[episode.scenario] or []
