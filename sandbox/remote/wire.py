@@ -41,6 +41,10 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 async def send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
+    """Write one message; ``ConnectionResetError`` when the connection is already closed (e.g.
+    by a failure another request saw: writing to it would raise uvloop's RuntimeError)."""
+    if writer.is_closing():
+        raise ConnectionResetError("the connection is closed")
     writer.write(protocol.frame(jsoncodec.dump_bytes(message)))
     await writer.drain()
 

@@ -160,7 +160,35 @@ def _ready(url: str) -> bool:
 
 
 EPISODES = 64  # four scenarios, sixteen seeds each: all at once
-KILL_AFTER = 4  # episodes ended before a worker node dies (the others are mid-run)
+
+
+class HeldAfterFirstCall:
+    """Every episode's first call, then a wait at the gate: the node dies only once each
+    session has made a call (so its node provably held live sessions) and before any has made
+    its second (so every episode is mid-run when it dies). Half of them (even seeds) go on as
+    the node is killed, their calls in flight when it dies; the others once it is gone."""
+
+    def __init__(self, episodes: int) -> None:
+        self.waiting, self.episodes = 0, episodes
+        self.all_waiting, self.killing, self.killed = (asyncio.Event(), asyncio.Event(),
+                                                       asyncio.Event())
+
+    def arrived(self) -> None:
+        """One more episode at the gate (or ended before reaching it: it waits for nothing)."""
+        self.waiting += 1
+        if self.waiting >= self.episodes:
+            self.all_waiting.set()
+
+    def policy(self, spec: EpisodeSpec, solution: list[dict[str, Any]]) -> Any:
+        reference = ReferencePolicy(solution)
+        opened = self.killing if spec.seed % 2 == 0 else self.killed
+
+        async def policy(messages: list[dict[str, Any]], tools: Any = None) -> Any:
+            if sum(message.get("role") == "assistant" for message in messages) == 1:
+                self.arrived()
+                await opened.wait()
+            return await reference(messages, tools)
+        return policy
 
 
 async def test_rollouts_survive_a_killed_node(cluster: Cluster, catalogue_root: Path,
@@ -190,28 +218,24 @@ async def _rollouts_with_a_node_killed(cluster: Cluster, hosts: RayHosts,
     solutions = load_solutions(REPO_ROOT / "generated_envs", LIBRARY)
     specs = [EpisodeSpec(LIBRARY, scenario, seed)
              for scenario in sorted(solutions) for seed in range(EPISODES // len(solutions))]
-    worker = cluster.list_all_nodes()[1]
-    killing: list[asyncio.Task[None]] = []
-    ended: list[Any] = []
-
-    def on_episode(episode: Any) -> None:
-        ended.append(episode)
-        if not killing and len(ended) >= KILL_AFTER:
-            killing.append(asyncio.create_task(asyncio.to_thread(cluster.remove_node, worker)))
-
+    gate = HeldAfterFirstCall(len(specs))
     async with AsyncEnvClient(gateway.url) as client:
-        result = await run_rollouts(
-            client, specs, lambda spec: ReferencePolicy(solutions[spec.scenario] or []),
-            concurrency=EPISODES, resume=False, on_episode=on_episode)
-        await asyncio.gather(*killing)
-        assert killing, "the node was not killed mid-run"
+        rollouts = asyncio.ensure_future(run_rollouts(
+            client, specs, lambda spec: gate.policy(spec, solutions[spec.scenario] or []),
+            concurrency=EPISODES, resume=False, on_episode=lambda episode: gate.arrived()))
+        await gate.all_waiting.wait()
+        gate.killing.set()
+        await asyncio.to_thread(cluster.remove_node, cluster.list_all_nodes()[1])
+        gate.killed.set()
+        result = await rollouts
         for episode in result.episodes:
             solution = solutions[episode.scenario] or []
             session = await client.session(episode.session_id)
             entries = [entry for entry in (await session.trajectory()).calls
                        if entry.epoch == episode.epoch]
             assert [(e.name, e.arguments) for e in entries] == [
-                (step["name"], step["arguments"]) for step in solution], episode.key
+                (step["name"], step["arguments"]) for step in solution], (
+                episode.key, episode.termination, episode.error)
             indices = [e.index for e in entries]
             assert indices == list(range(indices[0], indices[0] + len(solution)))
         metrics = httpx.get(f"{gateway.url}/metrics").text

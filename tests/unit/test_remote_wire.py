@@ -78,6 +78,28 @@ async def test_a_frame_too_long_for_the_handshake_is_refused_unread() -> None:
         await wire.receive(reader, wire.HANDSHAKE_BYTES)
 
 
+def test_sending_on_a_closed_connection_is_a_connection_error() -> None:
+    """A request that took the connection before another saw it break and closed it fails as
+    the connection's loss (the gateway rebuilds the session), never as the RuntimeError uvloop
+    (the gateway's loop) raises writing to a closed transport."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def send_on_closed() -> None:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1",
+                                                      server.sockets[0].getsockname()[1])
+            writer.close()
+            await writer.wait_closed()
+            await wire.send(writer, {"id": 1, "op": "verify"})
+        finally:
+            server.close()
+
+    with pytest.raises(ConnectionResetError):
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(send_on_closed())
+
+
 @pytest.mark.parametrize("error", [
     RuntimeFault("Diverged", "ran 3 calls"), CapacityExhausted("full", 2.5),
     CallTimeout("late", 5.0), SandboxGone("died"), SandboxCounterfeit("forged"),
