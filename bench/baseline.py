@@ -130,8 +130,8 @@ def in_process(image: str, env: EnvPackage, probe: Probe, calls: int, label: str
     scenario = env.scenario(probe.scenario)
     assert scenario is not None
     job = {"source": env.source, "class_name": env.manifest.class_name,
-           "init_config": env.initial_config(scenario), "tool": probe.tool, "arguments": probe.arguments,
-           "calls": calls}
+           "init_config": env.initial_config(scenario), "tool": probe.tool,
+           "arguments": probe.arguments, "calls": calls}
     reply = _throwaway(image, IN_PROCESS, job, label)
     return {"how": "exec of the class + direct method call, in a throwaway container",
             **summary([ns / 1e9 for ns in reply["ns"]]),
@@ -161,6 +161,19 @@ def in_process_episodes(image: str, envs: dict[str, EnvPackage], seconds: float,
             "rewards_below_1": {k: v for k, v in rewards.items() if v < 1.0}}
 
 
+async def timed_calls(sandbox: Sandbox, probe: Probe, calls: int) -> list[float]:
+    """Seconds of each of ``calls`` probe calls on a loaded sandbox, after a warm-up of up to
+    200 untimed ones."""
+    for _ in range(min(200, calls)):
+        await sandbox.call(probe.tool, probe.arguments, timeout=5)
+    samples = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        await sandbox.call(probe.tool, probe.arguments, timeout=5)
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
 async def runtime_round_trip(image: str, env: EnvPackage, probe: Probe, calls: int,
                              socket_root: Path, labels: dict[str, str]) -> dict[str, Any]:
     scenario = env.scenario(probe.scenario)
@@ -174,13 +187,7 @@ async def runtime_round_trip(image: str, env: EnvPackage, probe: Probe, calls: i
                            tools=env.tool_names, init_config=env.initial_config(scenario),
                            seed=0,
                            max_result_bytes=1 << 20, timeout=10)
-        for _ in range(min(200, calls)):
-            await sandbox.call(probe.tool, probe.arguments, timeout=5)
-        samples = []
-        for _ in range(calls):
-            started = time.perf_counter()
-            await sandbox.call(probe.tool, probe.arguments, timeout=5)
-            samples.append(time.perf_counter() - started)
+        samples = await timed_calls(sandbox, probe, calls)
     finally:
         await sandbox.destroy()
         await backend.close()

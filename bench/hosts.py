@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.baseline import timed_calls
 from bench.procstat import CpuMeter
 from bench.stats import summary
 from bench.workload import Probe
@@ -107,7 +108,7 @@ async def _loaded(backend: RemoteBackend, env: EnvPackage, probe: Probe, count: 
                  for n in range(count)]
     await asyncio.gather(*(sandbox.load(
         source=env.source, class_name=env.manifest.class_name, tools=env.tool_names,
-        init_config=scenario.init_config, seed=0, max_result_bytes=1 << 20, timeout=30)
+        init_config=env.initial_config(scenario), seed=0, max_result_bytes=1 << 20, timeout=30)
         for sandbox in sandboxes))
     return sandboxes
 
@@ -116,13 +117,7 @@ async def _hop(backend: RemoteBackend, env: EnvPackage, probe: Probe, calls: int
                ) -> dict[str, Any]:
     [sandbox] = await _loaded(backend, env, probe, 1)
     try:
-        for _ in range(min(200, calls)):
-            await sandbox.call(probe.tool, probe.arguments, timeout=5)
-        samples = []
-        for _ in range(calls):
-            started = time.perf_counter()
-            await sandbox.call(probe.tool, probe.arguments, timeout=5)
-            samples.append(time.perf_counter() - started)
+        samples = await timed_calls(sandbox, probe, calls)
     finally:
         await sandbox.destroy()
     return {"how": "Sandbox.call from this process through a sandbox host over TCP "
