@@ -111,7 +111,7 @@ class ServedEnv:
                 initial = Initial.of(scenario.init_config)
             else:
                 initial = Initial(self.package.data[scenario.init_data], scenario.init_config)
-            initial = self.initials[scenario_id] = initial
+            self.initials[scenario_id] = initial
         return initial
 
     def scenario(self, scenario_id: str) -> Scenario:

@@ -47,7 +47,8 @@ class Validation:
             env = self.catalogue.env(record.env)
             scenario = _scenario_with_checks(record, env)
             checklist = list(scenario.checklist)
-            timeout = statesize.read_timeout(self.settings, env.initial(scenario.id).size)
+            timeout = statesize.read_timeout(
+                self.settings, statesize.start_size(self.settings, env, record.scenario))
             snapshot = await self.sandboxes.with_sandbox(
                 record,
                 held.lock,
