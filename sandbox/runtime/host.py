@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import inspect
 import json
 import sys
@@ -48,13 +49,15 @@ class _Recipe:
     max_result_bytes: int
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class _Environment:
     recipe: _Recipe
     cls: type
     tools: dict[str, types.FunctionType]
     env_object: Any
-    initial_state: str  # the state right after instantiation, as JSON text: never touched again
+    # The state right after instantiation: its public attributes until `EnvHost.settle` writes
+    # them as JSON text (or keeps why they have no JSON form); never touched again after that.
+    initial_state: dict[str, Any] | str | OperationError
     # Tool name -> signature of the bound method, computed on first call: it depends on the
     # function only, and computing it took a third of the runtime's time per call.
     signatures: dict[str, inspect.Signature] = dataclasses.field(default_factory=dict)
@@ -97,7 +100,7 @@ class EnvHost:
         """The environment built anew (module and instance); ``None`` keeps the previous value
         (a new ``init_config`` comes with its own ``init_patch``, none when absent). When it
         cannot be built the host is left unloaded rather than half reset."""
-        recipe = self._require().recipe
+        recipe = self._loaded().recipe
         recipe = dataclasses.replace(
             recipe,
             init_config=recipe.init_config if init_config is None else init_config,
@@ -144,7 +147,30 @@ class EnvHost:
         checker judges. Texts, so that nothing on their way parses them but each check."""
         env = self._require()
         self._expect(executed)
+        if isinstance(env.initial_state, OperationError):
+            raise env.initial_state
         return {"initial": env.initial_state, "final": _served_text(env.env_object)}
+
+    @property
+    def unsettled(self) -> bool:
+        return self._env is not None and isinstance(self._env.initial_state, dict)
+
+    def settle(self) -> None:
+        """Write the initial state's JSON text, if the last build has not yet. A build leaves it
+        for later, so that a load or reset answers without waiting for it (a third of a
+        megabyte-sized load): the server calls this once that answer is sent, and every other
+        operation first, so the text is always of the state before any call."""
+        if not self.unsettled:
+            return
+        env = self._env
+        try:
+            env.initial_state = to_json_text(env.initial_state, root="initial_state")
+        except NotData as exc:
+            env.initial_state = OperationError("StateNotData", str(exc))
+        except Exception as exc:  # noqa: BLE001 - env code's __getstate__ or __repr__ raised
+            env.initial_state = OperationError(
+                "StateNotData", f"reading the initial state of {env.cls.__name__} failed: "
+                f"{describe_exception(exc)}")
 
     def _expect(self, executed: int | None) -> None:
         """Refuse to act when the caller expects another number of executed calls than this
@@ -156,6 +182,12 @@ class EnvHost:
                                  f"load or reset; the caller recorded {executed}")
 
     def _require(self) -> _Environment:
+        """The loaded environment, settled: ready for an operation that may read or change it."""
+        env = self._loaded()
+        self.settle()
+        return env
+
+    def _loaded(self) -> _Environment:
         if self._env is None:
             raise OperationError("NotLoaded", "no environment is loaded; send load first")
         return self._env
@@ -168,11 +200,11 @@ class EnvHost:
         tools = _tool_functions(cls, recipe.tool_names)
         env_object = _instantiate(cls, recipe)
         try:
-            initial_state = to_json_text(_public(env_object), root="state")
+            attributes = _public(env_object)
         except Exception as exc:  # noqa: BLE001 - e.g. a class without __dict__
             raise OperationError("LoadError", f"reading the state of {cls.__name__} "
                                  f"failed: {describe_exception(exc)}") from None
-        return _Environment(recipe, cls, tools, env_object, initial_state)
+        return _Environment(recipe, cls, tools, env_object, attributes)
 
 
 def _execute(code: types.CodeType, source_lines: list[str]) -> types.ModuleType:
@@ -244,7 +276,7 @@ def _fresh_config(recipe: _Recipe) -> dict[str, Any]:
     ``deepcopy``), and no object was built for the message itself."""
     if isinstance(recipe.init_config, str):
         try:
-            config = json.loads(recipe.init_config)
+            config = _parse_acyclic(recipe.init_config)
         except ValueError as exc:
             raise OperationError("LoadError", f"init_config is not JSON: {exc}") from None
     else:
@@ -255,6 +287,19 @@ def _fresh_config(recipe: _Recipe) -> dict[str, Any]:
         raise OperationError("LoadError", f"init_config is a {type(config).__name__}, not an "
                              "object")
     return config
+
+
+def _parse_acyclic(text: str) -> Any:
+    """``json.loads`` with the cycle collector paused: parsing makes no cycles to collect, and a
+    database's hundreds of thousands of new objects would otherwise set off collections that
+    scan them all (up to half again the parse's time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return json.loads(text)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _takes_positional(cls: type) -> bool:

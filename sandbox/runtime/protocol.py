@@ -269,9 +269,11 @@ def error(kind: str, message: str) -> dict:
     return {"ok": False, "error": {"type": kind, "message": message}}
 
 
-def serve_connection(sock: socket.socket, dispatch: Callable[[Any], dict[str, Any]]) -> None:
-    """Answer each request on ``sock`` with ``dispatch(request)`` until the peer leaves. No
-    request, however malformed, ends more than its own connection."""
+def serve_connection(sock: socket.socket, dispatch: Callable[[Any], dict[str, Any]],
+                     after_reply: Callable[[], None] | None = None) -> None:
+    """Answer each request on ``sock`` with ``dispatch(request)`` until the peer leaves, running
+    ``after_reply`` once each answer is sent (work its sender need not wait for). No request,
+    however malformed, ends more than its own connection."""
     while True:
         try:
             request = recv_message(sock)
@@ -288,6 +290,8 @@ def serve_connection(sock: socket.socket, dispatch: Callable[[Any], dict[str, An
             reply = dispatch(request)
         if not _send_reply(sock, reply):
             return
+        if after_reply is not None:
+            after_reply()
 
 
 def _send_reply(sock: socket.socket, reply: dict[str, Any]) -> bool:
@@ -319,9 +323,12 @@ class ListeningServer(socketserver.UnixStreamServer):
     def dispatch(self, request: Any) -> dict[str, Any]:
         raise NotImplementedError
 
+    def after_reply(self) -> None:
+        """Work left for after an answer is sent; none by default."""
+
 
 class _Connection(socketserver.BaseRequestHandler):
     server: ListeningServer
 
     def handle(self) -> None:
-        serve_connection(self.request, self.server.answer)
+        serve_connection(self.request, self.server.answer, self.server.after_reply)

@@ -2,8 +2,10 @@
 
 Every connection gets a thread. Environment operations take one global lock, since a sandbox
 holds one environment and its calls must never interleave; ``ping`` does not, so liveness probes
-answer while a long tool call runs on another connection. No request, however malformed, and no
-exception, however unexpected, ends the server.
+answer while a long tool call runs on another connection. A load or reset answers before the
+initial state's text is written (`EnvHost.settle`, right after the answer, when no other
+operation holds the environment). No request, however malformed, and no exception, however
+unexpected, ends the server.
 """
 
 from __future__ import annotations
@@ -61,3 +63,12 @@ class RuntimeServer(socketserver.ThreadingMixIn, protocol.ListeningServer):
             return protocol.error(exc.kind, exc.message)
         except BaseException as exc:  # noqa: BLE001 - env code raises anything, e.g. in __repr__
             return protocol.error("RuntimeError", describe_exception(exc))
+
+    def after_reply(self) -> None:
+        """Settle a fresh build now rather than in the next operation. Never waits: an operation
+        holding the lock settles first itself, and a ping's thread must not queue behind it."""
+        if self.host.unsettled and self.env_lock.acquire(blocking=False):
+            try:
+                self.host.settle()
+            finally:
+                self.env_lock.release()
