@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.config import ClusterAuth
@@ -24,6 +25,16 @@ class HostUnreachable(ConnectionError):
     """The host does not answer, or the connection to it broke with requests in flight."""
 
 
+@dataclass
+class _Link:
+    """One TCP connection and the requests sent on it: when it breaks, those fail, and only
+    those (a request that already reconnected is on the next link)."""
+
+    writer: asyncio.StreamWriter
+    pending: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
+    reader_task: asyncio.Task[None] | None = None
+
+
 class HostConnection:
     """Requests to one host over one TCP connection, reconnected on the next request after a
     failure."""
@@ -33,36 +44,34 @@ class HostConnection:
         self.address = address
         self.auth = auth
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task[None] | None = None
+        self._link: _Link | None = None
         self._connecting = asyncio.Lock()
         self._sending = asyncio.Lock()
 
     async def request(self, op: str, **fields: Any) -> Any:
         """The result of ``op`` on the host; the host's error as the sandbox layer's exception;
         ``HostUnreachable`` when the host cannot be reached or the connection broke."""
-        writer = await self._connected()
+        link = await self._connected()
         request_id = next(self._ids)
         reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = reply
+        link.pending[request_id] = reply
         try:
             async with self._sending:
-                await wire.send(writer, {"id": request_id, "op": op, **fields})
+                await wire.send(link.writer, {"id": request_id, "op": op, **fields})
             message = await reply
         except OSError as exc:
-            self._broken(exc)
+            self._broken(link, exc)
             raise HostUnreachable(f"host {self.host_id} at {self.address}: {exc!r}") from exc
         finally:
-            self._pending.pop(request_id, None)
+            link.pending.pop(request_id, None)
         if message.get("ok"):
             return message.get("result")
         raise from_wire(message.get("error"))
 
-    async def _connected(self) -> asyncio.StreamWriter:
+    async def _connected(self) -> _Link:
         async with self._connecting:
-            if self._writer is not None:
-                return self._writer
+            if self._link is not None:
+                return self._link
             host, port = wire.split_address(self.address)
             tls = self.auth.client_tls()
             try:
@@ -75,34 +84,37 @@ class HostConnection:
                     protocol.ProtocolError, wire.HostAuthFailed) as exc:
                 raise HostUnreachable(f"cannot reach host {self.host_id} at {self.address}: "
                                       f"{exc!r}") from exc
-            self._writer = writer
-            self._reader_task = asyncio.create_task(self._read(reader),
-                                                    name=f"envscaler-host-{self.host_id}")
-            return writer
+            link = self._link = _Link(writer)
+            link.reader_task = asyncio.create_task(self._read(link, reader),
+                                                   name=f"envscaler-host-{self.host_id}")
+            return link
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
+    async def _read(self, link: _Link, reader: asyncio.StreamReader) -> None:
         try:
             while True:
                 message = await wire.receive(reader)
-                waiter = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+                waiter = link.pending.get(message.get("id"))  # type: ignore[arg-type]
                 if waiter is not None and not waiter.done():
                     waiter.set_result(message)
         except (OSError, asyncio.IncompleteReadError, protocol.ProtocolError) as exc:
-            self._broken(exc)
+            self._broken(link, exc)
 
-    def _broken(self, exc: BaseException) -> None:
-        """Fail every request in flight and drop the connection (the next request reconnects)."""
-        if self._writer is not None:
-            self._writer.close()
-        self._writer = None
-        for waiter in self._pending.values():
+    def _broken(self, link: _Link, exc: BaseException) -> None:
+        """Fail every request in flight on ``link`` and close it; the next request reconnects.
+        A link already replaced is only closed: the connection now in use stays untouched."""
+        if self._link is link:
+            self._link = None
+        link.writer.close()
+        for waiter in link.pending.values():
             if not waiter.done():
                 waiter.set_exception(ConnectionResetError(f"connection lost: {exc!r}"))
 
     async def close(self) -> None:
-        task, self._reader_task = self._reader_task, None
-        self._broken(ConnectionAbortedError("closed"))
-        if task is not None:
-            task.cancel()
+        link = self._link
+        if link is None:
+            return
+        self._broken(link, ConnectionAbortedError("closed"))
+        if link.reader_task is not None:
+            link.reader_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await link.reader_task

@@ -4,11 +4,13 @@ loopback connection, errors across the wire, the registry's entries, the store's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
 
 from common import jsoncodec
+from sandbox.config import ClusterAuth
 from sandbox.errors import (
     CallTimeout,
     CapacityExhausted,
@@ -18,6 +20,7 @@ from sandbox.errors import (
     SandboxUnavailable,
 )
 from sandbox.remote import wire
+from sandbox.remote.connection import HostConnection
 from sandbox.remote.faults import from_wire, to_wire
 from sandbox.remote.registry import HostInfo
 from sandbox.runtime import protocol
@@ -132,3 +135,42 @@ def test_every_key_of_a_session_shares_one_hash_tag() -> None:
         tags = {key[key.index("{") + 1:key.index("}")] for key in keys}
         assert len(tags) == 1 and 0 <= int(tags.pop()) < SLOTS
         assert live_key(session_id) in LIVE_KEYS
+
+
+async def test_a_stale_connection_breaking_late_leaves_the_new_one_alone() -> None:
+    """A request that took a connection just before it broke may fail after another request has
+    reconnected: that failure closes the old connection only; the requests on the new one go
+    on and the next request still uses it."""
+    secret = b"s3cret"
+    connections: list[asyncio.StreamWriter] = []
+
+    async def host(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await wire.authenticate_gateway(reader, writer, secret)
+        connections.append(writer)
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                message = await wire.receive(reader)
+                if message["op"] == "echo":
+                    await wire.send(writer, {"id": message["id"], "ok": True,
+                                             "result": message["text"]})
+
+    server = await asyncio.start_server(host, "127.0.0.1", 0)
+    address = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    connection = HostConnection("h1", address, ClusterAuth(secret))
+    try:
+        assert await connection.request("echo", text="one") == "one"
+        stale = connection._link
+        connections[0].close()  # the host drops the first connection
+        while connection._link is stale:
+            await asyncio.sleep(0.01)
+        held = asyncio.create_task(connection.request("hold"))  # in flight on the new one
+        while len(connections) < 2:
+            await asyncio.sleep(0.01)
+        connection._broken(stale, ConnectionResetError("late"))  # the stale request's failure
+        assert await connection.request("echo", text="two") == "two"
+        assert len(connections) == 2 and not held.done()
+        held.cancel()
+    finally:
+        await connection.close()
+        server.close()
+        await server.wait_closed()
