@@ -12,6 +12,15 @@ from common import jsoncodec
 
 HOSTS_KEY = "envscaler:hosts"
 STALE_BEATS = 3  # a host that missed this many heartbeats in a row is taken for dead
+FORGET_AFTER = 600.0  # seconds of silence (by the entry's own time) before its entry is removed
+# Remove a host's entry only if it is still the text that was read: a host that beat again in
+# between keeps its new entry.
+_FORGET = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+    return redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0
+"""
 
 
 @dataclass(frozen=True)
@@ -29,7 +38,10 @@ class HostInfo:
 
     def fresh(self, slack: float) -> bool:
         """Whether it beat within ``STALE_BEATS`` intervals (plus ``slack``) by this clock."""
-        return time.time() - self.beat < STALE_BEATS * self.interval + slack
+        return self.silent_for() < STALE_BEATS * self.interval + slack
+
+    def silent_for(self) -> float:
+        return time.time() - self.beat
 
     def in_use(self) -> int:
         """Sandboxes it lent out (its warm ones are not a load: they wait for sessions)."""
@@ -62,6 +74,15 @@ class HostRegistry:
         await self.redis.hdel(HOSTS_KEY, host_id)
 
     async def hosts(self) -> dict[str, HostInfo]:
+        """Every host's entry; entries silent for ``FORGET_AFTER`` seconds are removed (a host
+        that left without withdrawing: killed, or its node lost), so the hash holds what may
+        still be alive, not every host there ever was."""
         raw = await self.redis.hgetall(HOSTS_KEY)
-        parsed = (HostInfo.parse(text) for text in raw.values())
-        return {info.id: info for info in parsed if info is not None}
+        hosts = {}
+        for field, text in raw.items():
+            info = HostInfo.parse(text)
+            if info is not None and info.silent_for() < FORGET_AFTER:
+                hosts[info.id] = info
+            elif info is not None:
+                await self.redis.eval(_FORGET, 1, HOSTS_KEY, field, text)
+        return hosts

@@ -4,10 +4,12 @@ remote backend placing and reaching them, the cluster secret and TLS between the
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import redis.asyncio as redis_async
 
 from sandbox.backends import make_backend
 from sandbox.backends.base import SandboxHandle
@@ -15,6 +17,7 @@ from sandbox.backends.remote import RemoteBackend
 from sandbox.config import ClusterAuth
 from sandbox.errors import RuntimeFault, SandboxGone, SandboxUnavailable
 from sandbox.remote.host import SandboxHost
+from sandbox.remote.registry import FORGET_AFTER, HOSTS_KEY, HostInfo, HostRegistry
 from sandbox.sandbox import Sandbox
 from tests.integration.gateway_fixtures import COUNTER_SOURCE, own_redis_db
 from tests.integration.hosts_fixtures import SECRET, host_in_process, remote_config
@@ -140,3 +143,21 @@ async def test_sessions_go_to_the_least_loaded_host(hosts_redis: str) -> None:
                 await backend.destroy(handle)
         finally:
             await backend.close()
+
+
+async def test_hosts_silent_for_long_are_forgotten(hosts_redis: str, host: SandboxHost) -> None:
+    """A host that left without withdrawing (killed, its node lost) is removed from the
+    registry once silent for FORGET_AFTER; live hosts stay, and a gateway places on them."""
+    client = redis_async.Redis.from_url(hosts_redis, decode_responses=True)
+    gone = HostInfo(id="gone", address="127.0.0.1:9", ready=4, live=4, capacity=8, interval=1.0,
+                    beat=time.time() - FORGET_AFTER - 1)
+    try:
+        await HostRegistry(client).publish(gone)
+        backend = await started(hosts_redis, AUTH)
+        try:
+            assert "gone" not in await client.hkeys(HOSTS_KEY)
+            assert [h.id for h in backend.live_hosts()] == [host.id]
+        finally:
+            await backend.close()
+    finally:
+        await client.aclose()
