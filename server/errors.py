@@ -22,8 +22,9 @@ Forbidden              403     the token may not do this (agent tokens: own sess
 SessionClosed          409     the session was deleted
 NoChecklist            409     the session's scenario has no check functions to validate
 StateTooLarge          409     the session's state exceeds ``ENVSCALER_MAX_STATE_BYTES``
-StateNotData           409     the session's state holds a cycle or keys that collide as text,
-                               so it has no faithful JSON form (the message names the place)
+StateNotData           409     the session's state (at validate: its initial state too) holds a
+                               cycle or keys that collide as text, so it has no faithful JSON
+                               form (the message names the place)
 RequestTooLarge        413     the request body exceeds ``ENVSCALER_MAX_REQUEST_BYTES``
 ArgumentsTooLarge      413     a tool call's arguments exceed ``ENVSCALER_MAX_ARGUMENT_BYTES``
 QuotaExceeded          413     the session used up a quota (``ENVSCALER_MAX_SESSION_CALLS``,
