@@ -9,9 +9,10 @@ environment module (``static_gate``):
   them from;
 - ``undefined-name``: no name used in code that nothing could define (a ``NameError`` whenever the
   line runs; annotations are not looked at);
-- ``import`` (policy): imports (anywhere) only of allowlisted standard modules, and of the modules
-  of the environment's own requirements (env.json's ``requirements``; a distribution's module is
-  taken to be its name, ``-`` as ``_``); no relative imports;
+- ``import`` (policy): imports (anywhere) only of allowlisted standard modules and, when env.json
+  pins ``requirements``, of modules outside the standard library (a distribution's module may be
+  named otherwise than the distribution, PyYAML's ``yaml``: whether it is there, the load shows,
+  with its ``ModuleNotFoundError``); no relative imports;
 - ``forbidden-name`` (policy): no ``exec``, ``eval``, ``compile``, ``open``, ``__import__``,
   ``globals``, ``locals``, ``vars``, ``breakpoint``, ``input``, ``exit``, ``quit``, ``help``,
   ``memoryview``;
@@ -42,9 +43,9 @@ rules, plus a ``check_func`` with exactly one positional parameter.
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Sequence
 
-from envformat.requirements import import_names
 from synth.gates.names import bound_names, parameter_names, undefined_names
 from synth.gates.report import GateResult, Problem
 
@@ -90,7 +91,7 @@ def static_gate(source: str, class_name: str, requirements: Sequence[str] = ()) 
         result.problems.append(Problem("syntax", f"does not parse: {exc.msg}", exc.lineno))
         return result
     problems = result.problems
-    problems += _safety_problems(module, ALLOWED_MODULES | import_names(requirements))
+    problems += _safety_problems(module, third_party=bool(requirements))
     problems += _top_level_problems(module)
     problems += [Problem("undefined-name", f"uses the name {name}, which nothing defines", line)
                  for name, line in undefined_names(module)]
@@ -113,7 +114,7 @@ def check_function_problems(source: str) -> list[Problem]:
         module = ast.parse(source)
     except SyntaxError as exc:
         return [Problem("syntax", f"does not parse: {exc.msg}", exc.lineno)]
-    problems = _safety_problems(module, ALLOWED_MODULES) + _top_level_problems(module)
+    problems = _safety_problems(module, third_party=False) + _top_level_problems(module)
     func = next((node for node in module.body
                  if isinstance(node, ast.FunctionDef) and node.name == CHECK_FUNC), None)
     if func is None:
@@ -130,17 +131,17 @@ def check_function_problems(source: str) -> list[Problem]:
 
 # --- imports, names, dunders ---------------------------------------------------------------------
 
-def _safety_problems(module: ast.Module, allowed: frozenset[str]) -> list[Problem]:
+def _safety_problems(module: ast.Module, third_party: bool) -> list[Problem]:
     problems: list[Problem] = []
     for node in ast.walk(module):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                problems += _import_problem(alias.name, node.lineno, allowed)
+                problems += _import_problem(alias.name, node.lineno, third_party)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 problems.append(Problem("import", "relative imports are not allowed", node.lineno))
             else:
-                problems += _import_problem(node.module or "", node.lineno, allowed)
+                problems += _import_problem(node.module or "", node.lineno, third_party)
         elif isinstance(node, ast.Name):
             if node.id in FORBIDDEN_NAMES:
                 problems.append(Problem("forbidden-name", f"uses {node.id}", node.lineno))
@@ -158,9 +159,9 @@ def _safety_problems(module: ast.Module, allowed: frozenset[str]) -> list[Proble
     return problems
 
 
-def _import_problem(name: str, line: int, allowed: frozenset[str]) -> list[Problem]:
+def _import_problem(name: str, line: int, third_party: bool) -> list[Problem]:
     top = name.split(".")[0]
-    if top in allowed:
+    if top in ALLOWED_MODULES or (third_party and top not in sys.stdlib_module_names):
         return []
     return [Problem("import", f"imports {name}, which is not an allowed module", line)]
 
