@@ -6,6 +6,11 @@ checker. Admission is bounded twice: at most ``max_waiting`` validations wait fo
 for at most ``wait_timeout`` seconds; beyond either, ``CapacityExhausted`` (a retryable answer),
 never an unbounded queue. A checker that dies or misses its deadline is replaced, and the
 validation tried once more on a fresh one.
+
+A verdict either judges its check (``passed``, and the ``error`` the check earned) or says that
+the check ran out of its budget (``exhausted``: ``"time"`` or ``"memory"``; see `exhaustions`):
+such a check was never judged, and what to make of it is the caller's (the gateway answers an
+error, never a reward; a synthesis gate reports the check).
 """
 
 from __future__ import annotations
@@ -51,6 +56,21 @@ class CheckBudget:
         """How long a checker may take: a first pass and a second run may each reach the wall
         deadline (``runtime/checker.py``)."""
         return 2 * self.wall_seconds + DEADLINE_MARGIN
+
+
+@dataclass(frozen=True)
+class Exhaustion:
+    """A check that ran out of ``resource`` (``"time"`` or ``"memory"``) before it answered."""
+
+    index: int  # in the checklist, from 0
+    resource: str
+    error: str  # the checker's account of it
+
+
+def exhaustions(verdicts: list[dict[str, Any]]) -> list[Exhaustion]:
+    """The checks among ``verdicts`` that ran out of time or memory, in order."""
+    return [Exhaustion(index, verdict["exhausted"], verdict["error"])
+            for index, verdict in enumerate(verdicts) if verdict.get("exhausted") is not None]
 
 
 class ChecksStarved(SandboxError):
@@ -110,7 +130,7 @@ class CheckerPool:
 
     async def check(self, checks: list[str], snapshot: Snapshot,
                     budget: CheckBudget) -> list[dict[str, Any]]:
-        """Verdicts ``{"passed", "error"}`` in the order of ``checks``."""
+        """Verdicts ``{"passed", "error", "exhausted"}`` in the order of ``checks``."""
         checker = await self._acquire()
         try:
             for attempt in (1, 2):

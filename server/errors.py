@@ -48,6 +48,11 @@ EnvLoadFailed          500     the environment's own code failed to load in its 
                                module, class or constructor raised); the message has the
                                cause (``ModuleNotFoundError: ...``). Not the caller's fault,
                                and retrying cannot help: ``envscaler gate`` reports it too
+CheckExhausted         500     a check ran out of its CPU time or memory, so it was never
+                               judged: no reward was computed. The message names each such
+                               check (``checklist[i]``), what ran out, the budget and the
+                               settings it follows from; retrying cannot help (the budget is
+                               the same on every attempt); the session stays usable
 InternalError          500     a bug; details are in the server log, never in the answer
 =====================  ======  ===========================================================
 """

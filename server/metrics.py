@@ -52,7 +52,7 @@ POOL_LEVELS = {
     "capacity": "Most sandboxes this gateway may run",
 }
 FAILURE_REASONS = ("create", "crash", "timeout")
-VALIDATION_OUTCOMES = ("judged", "starved", "busy")
+VALIDATION_OUTCOMES = ("judged", "starved", "busy", "exhausted")
 
 
 def _exposed(own: CollectorRegistry) -> CollectorRegistry:
@@ -125,7 +125,8 @@ class Metrics:
         self.validations = Counter(
             "envscaler_validations",
             "Validations by outcome: judged (a reward), starved (503 ChecksStarved), "
-            "busy (503: no checker free)",
+            "busy (503: no checker free), exhausted (500 CheckExhausted: a check ran out of its "
+            "CPU time or memory)",
             ["outcome"],
             registry=self.registry,
         )

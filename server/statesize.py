@@ -89,3 +89,15 @@ def check_budget(settings: Settings, initial: str, final: str) -> CheckBudget:
     base = settings.check_budget()
     return CheckBudget(base.cpu_seconds + _seconds(size),
                        base.memory_bytes + CHECK_BYTES_PER_STATE_BYTE * size)
+
+
+def check_budget_origin(settings: Settings, resource: str) -> str:
+    """The settings that a check's budget of ``resource`` (``"time"`` or ``"memory"``) follows
+    from in `check_budget`, for whoever must raise it."""
+    if resource == "time":
+        return (f"ENVSCALER_CHECK_CPU_SECONDS={settings.check_cpu_seconds:g} plus "
+                f"{SECONDS_PER_MB:g} s per MB of the two states; the wall deadline of a check "
+                "that waits grows with it")
+    return (f"ENVSCALER_CHECK_MEMORY={settings.check_memory} plus {CHECK_BYTES_PER_STATE_BYTE} "
+            "bytes per byte of the two states, in a checker sandbox of "
+            f"ENVSCALER_SANDBOX_MEMORY={settings.sandbox_memory}")

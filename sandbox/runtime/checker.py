@@ -11,19 +11,27 @@ that the parent and child both copy on their first write.) Every check that does
 bool there (it raised, ran out of budget, ended the child, or was never reached) is judged again
 alone, in a child of its own, so every error is the one the check earns by itself. (A check that
 patches a module can still sway the checks after it in its own checklist's first pass; never
-another validation's.) Each child has
+another validation's.)
+
+A verdict is ``{"passed", "error", "exhausted"}``. ``exhausted`` tells a check that ran out of
+what it was given from one that was judged: ``"time"`` when it spent its CPU budget or reached
+its wall deadline without finishing, ``"memory"`` when it hit its address-space limit
+(``MemoryError``) or the kernel's OOM killer ended it; None otherwise (it answered, or earned its
+error: it raised, returned a non-bool, exited, said too much). An exhausted check was never
+judged, so it fails with ``passed: false`` only for want of a verdict: the gateway turns it into
+an error of the validation, never into a reward. Each child has
 
 - a CPU-time budget (``RLIMIT_CPU``, and the exact figure from ``wait4``), so a verdict never
   depends on how busy the machine is;
-- an address-space limit, so a greedy check fails alone;
+- an address-space limit, so a greedy check runs out of memory alone;
 - its own copy of the states (parsed by each check), so a check that mutates them changes
   nothing for the others;
 - only its verdict pipe open (every inherited descriptor, the gateway's connection included, is
   closed), with the verdicts capped at ``MAX_VERDICT_BYTES``;
 - a wall deadline far above its CPU budget. A child alone that reaches it without having spent
-  its budget was either blocked (sleeping: a failed check) or starved of CPU by the machine: then
-  the whole validation answers ``Starved``, which the gateway turns into a retryable 503, never
-  into a reward computed from starved checks.
+  its budget was either blocked (it waited: out of time, as a check that never ends) or starved
+  of CPU by the machine: then the whole validation answers ``Starved``, which the gateway turns
+  into a retryable 503, never into a reward computed from starved checks.
 
 In a container (``contained``) the checker is alone with its children: before and after every
 validation it kills every other process it can see, so nothing a check started (even in a new
@@ -58,6 +66,7 @@ MAX_CHECKS = 256
 COMPILED_CACHE_SIZE = 1024  # distinct check sources kept compiled (typically under a KiB each)
 VERDICT_FD = 3
 STARVED_SHARE = 0.8
+TIME, MEMORY = "time", "memory"  # what an exhausted check ran out of
 FIRST_PASS_GRACE_SECONDS = 1.0  # a check's real time in the first pass, beyond its CPU budget
 EXIT_POLL_SECONDS = 0.01  # how often children that closed no pipe are checked for having exited
 _READ_CHUNK = 65536
@@ -108,6 +117,8 @@ def evaluate(code: types.CodeType, initial_json: str, final_json: str) -> dict[s
         initial_state, final_state = _state(initial_json), _state(final_json)
     except ValueError as exc:
         return _failed(str(exc))
+    except MemoryError:
+        return _out_of_memory()
     namespace: dict[str, Any] = {"__name__": "envscaler_check", "__builtins__": builtins,
                                  "initial_state": initial_state}
     try:
@@ -116,11 +127,13 @@ def evaluate(code: types.CodeType, initial_json: str, final_json: str) -> dict[s
         if not callable(check_func):
             return _failed("the source does not define a function check_func(final_state)")
         verdict = check_func(final_state)
+    except MemoryError:
+        return _out_of_memory()
     except BaseException as exc:  # noqa: BLE001 - SystemExit too: the check failed
         return _failed(describe_exception(exc))
     if type(verdict) is not bool:
         return _failed(f"check_func returned {type(verdict).__name__}, not bool")
-    return {"passed": verdict, "error": None}
+    return {"passed": verdict, "error": None, "exhausted": None}
 
 
 def _state(text: str) -> dict[str, Any]:
@@ -133,8 +146,13 @@ def _state(text: str) -> dict[str, Any]:
     return state
 
 
-def _failed(error: str) -> dict[str, Any]:
-    return {"passed": False, "error": error}
+def _failed(error: str, exhausted: str | None = None) -> dict[str, Any]:
+    return {"passed": False, "error": error, "exhausted": exhausted}
+
+
+def _out_of_memory() -> dict[str, Any]:
+    """Built from constants only: the memory the check took is still held while it is."""
+    return _failed("check ran out of memory (MemoryError at its address-space limit)", MEMORY)
 
 
 class Checker:
@@ -145,7 +163,8 @@ class Checker:
 
     def check(self, checks: list[Any], initial_state: str, final_state: str,
               budget: Budget) -> list[dict[str, Any]]:
-        """Verdicts ``{"passed", "error"}`` in the order of ``checks``, or ``Starved``.
+        """Verdicts ``{"passed", "error", "exhausted"}`` in the order of ``checks``, or
+        ``Starved``.
 
         A source that does not compile fails at once. A first pass runs every other check in one
         child (a fork per validation, not per check), each on fresh copies of the states and
@@ -160,9 +179,11 @@ class Checker:
             again = [index for index in codes if verdicts[index] is None]
             if again:
                 self._clear()  # what the first pass started holds no process slot any more
+            ooms = contain.oom_kills()
             children = [self._fork([codes[index]], initial_state, final_state, budget)
                         for index in again]
             _collect(children, budget)
+            oom_killed = _rose(ooms, contain.oom_kills())
         finally:
             self._clear()  # whatever the checks started dies with their validation
         starved = sum(child.starved for child in children)
@@ -170,7 +191,7 @@ class Checker:
             raise OperationError("Starved", f"{starved} of {len(children)} checks got too little "
                                  f"CPU within {budget.wall_seconds:g} s; the machine is busy")
         for index, child in zip(again, children, strict=True):
-            verdicts[index] = _verdict(child, budget)
+            verdicts[index] = _verdict(child, budget, oom_killed)
         return verdicts  # type: ignore[return-value] - every None was replaced
 
     def _first_pass(self, checks: list[types.CodeType], initial_state: str, final_state: str,
@@ -380,12 +401,23 @@ def _judge_overdue(child: _Child, budget: Budget) -> None:
     child.blocked = not child.starved
 
 
-def _verdict(child: _Child, budget: Budget) -> dict[str, Any]:
+def _rose(before: int | None, after: int | None) -> bool:
+    return before is not None and after is not None and after > before
+
+
+def _verdict(child: _Child, budget: Budget, oom_killed: bool) -> dict[str, Any]:
+    """The verdict of a check judged alone. ``oom_killed``: the kernel's OOM killer ended some
+    process of the checker's container meanwhile, so a check killed by ``SIGKILL`` (the checker
+    sends it only to children past their deadline, judged as blocked or starved) ran out of
+    memory."""
     if child.cpu_seconds > budget.cpu_seconds or _killed_by(child, signal.SIGXCPU):
-        return _failed(f"check exceeded its CPU time budget of {budget.cpu_seconds:g} s")
+        return _failed(f"check exceeded its CPU time budget of {budget.cpu_seconds:g} s", TIME)
     if child.blocked:
         return _failed(f"check blocked for {budget.wall_seconds:g} s without finishing "
-                       "(it waited, not computed)")
+                       "(it waited, not computed)", TIME)
+    if oom_killed and _killed_by(child, signal.SIGKILL):
+        return _failed("check was killed by the kernel: its checker sandbox ran out of memory",
+                       MEMORY)
     if child.overflowed:
         return _failed(f"check wrote more than {MAX_VERDICT_BYTES} bytes of verdict")
     verdict = _parse(bytes(child.verdict).rstrip(b"\n"))
@@ -401,9 +433,11 @@ def _parse(text: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     if (not isinstance(verdict, dict) or type(verdict.get("passed")) is not bool
-            or not isinstance(verdict.get("error"), (str, type(None)))):
+            or not isinstance(verdict.get("error"), (str, type(None)))
+            or verdict.get("exhausted") not in (TIME, MEMORY, None)):
         return None
-    return {"passed": verdict["passed"], "error": verdict["error"]}
+    return {"passed": verdict["passed"], "error": verdict["error"],
+            "exhausted": verdict.get("exhausted")}
 
 
 def _killed_by(child: _Child, signum: int) -> bool:

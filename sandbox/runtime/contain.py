@@ -27,6 +27,7 @@ _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child must not load libraries
 _SWEEP_SECONDS = 5.0
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+_OOM_COUNTS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
 class NotContained(RuntimeError):
@@ -149,6 +150,24 @@ def runnable(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
     except (OSError, IndexError):
         return False
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer ended in this container's memory cgroup (v2
+    ``memory.events``, v1 ``memory.oom_control``); None where no such count can be read (outside
+    a container, gVisor)."""
+    if not in_container():
+        return None
+    for path in _OOM_COUNTS:
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            name, _, value = line.partition(" ")
+            if name == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return None
 
 
 def address_space_bytes() -> int:

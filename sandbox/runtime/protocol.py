@@ -31,10 +31,11 @@ Operations (fields beyond ``op``):
 Check functions never run here (a process that ran environment code cannot be trusted with a
 verdict): the checker (``checker.py``, its own sandbox) serves ``ping`` and ``check``
 ``checks, initial_state, final_state, cpu_seconds, wall_seconds, memory_bytes`` ->
-``[{"passed": bool, "error": str | null}]``, or ``Starved`` when the machine gave the checks too
-little CPU to judge them. The keeper (``keeper.py``) serves ``ping`` and ``recycle``
-``generation`` (-> ``{"pid", "runtime_pid", "generation"}``, or ``Stale`` when that generation
-was recycled already) on the control socket.
+``[{"passed": bool, "error": str | null, "exhausted": "time" | "memory" | null}]``
+(``exhausted``: the check ran out of its CPU time or memory, so it has no verdict), or
+``Starved`` when the machine gave the checks too little CPU to judge them. The keeper
+(``keeper.py``) serves ``ping`` and ``recycle`` ``generation`` (-> ``{"pid", "runtime_pid",
+"generation"}``, or ``Stale`` when that generation was recycled already) on the control socket.
 
 ``executed`` is the number of tool calls the caller believes ran since the last load or reset;
 when given and different, the operation is refused with ``Diverged`` and nothing runs.

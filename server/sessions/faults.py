@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from sandbox.checkers import ChecksStarved
+from sandbox.checkers import CheckBudget, ChecksStarved, Exhaustion
 from sandbox.errors import (
     CallTimeout,
     CapacityExhausted,
@@ -25,6 +25,7 @@ from sandbox.errors import (
     SandboxError,
     SandboxGone,
 )
+from server import statesize
 from server.errors import (
     ApiError,
     backend_unavailable,
@@ -34,10 +35,13 @@ from server.errors import (
     retry_after,
 )
 from server.metrics import Metrics
+from server.settings import Settings
 
 log = logging.getLogger("envscaler.server.sessions")
 
 STARVED_RETRY_AFTER = 2.0
+NAMED_EXHAUSTIONS = 3  # exhausted checks named in a CheckExhausted message; the rest counted
+ITEM_CHARS = 80  # of a check's item, in that message
 
 
 class Step(Enum):
@@ -188,6 +192,38 @@ def _checker_error(exc: SandboxError) -> ApiError:
     if isinstance(exc, CapacityExhausted):
         return ApiError(503, "CapacityExhausted", str(exc), headers=retry_after(exc.retry_after))
     return backend_unavailable(f"no checker could judge the checks: {exc}")
+
+
+def checks_exhausted(exhausted: list[Exhaustion], items: list[str], budget: CheckBudget,
+                     settings: Settings) -> ApiError:
+    """500 ``CheckExhausted``: checks ran out of their CPU time or memory, so they were never
+    judged and no reward exists. Not retryable: a check's budget is CPU time and memory, the same
+    on every attempt whatever the machine's load (unlike ``ChecksStarved``)."""
+    named = "; ".join(_exhaustion(e, items) for e in exhausted[:NAMED_EXHAUSTIONS])
+    if len(exhausted) > NAMED_EXHAUSTIONS:
+        named += f"; and {len(exhausted) - NAMED_EXHAUSTIONS} more"
+    budgets = "; ".join(f"{_budget(resource, budget)}, from "
+                        f"{statesize.check_budget_origin(settings, resource)}"
+                        for resource in sorted({e.resource for e in exhausted}))
+    return ApiError(500, "CheckExhausted",
+                    f"{len(exhausted)} of {len(items)} checks ran out of their budget, so no "
+                    f"reward was computed: {named}. A check may spend {budgets}. Retrying cannot "
+                    "help: the budget is the same on every attempt, however busy the machine "
+                    "(unlike ChecksStarved); raise the setting or fix the check. The session "
+                    "goes on.")
+
+
+def _exhaustion(exhausted: Exhaustion, items: list[str]) -> str:
+    item = items[exhausted.index]
+    short = item if len(item) <= ITEM_CHARS else item[:ITEM_CHARS - 3] + "..."
+    return (f"checklist[{exhausted.index}] ({short!r}) ran out of {exhausted.resource}: "
+            f"{exhausted.error}")
+
+
+def _budget(resource: str, budget: CheckBudget) -> str:
+    if resource == "time":
+        return f"{budget.cpu_seconds:g} s of CPU time"
+    return f"{budget.memory_bytes / (1 << 20):.0f} MiB of memory"
 
 
 def unrestorable(session_id: str) -> ApiError:

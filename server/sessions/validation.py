@@ -1,4 +1,8 @@
-"""Validation: a session's scenario checks judged on its state (reward = passed / total)."""
+"""Validation: a session's scenario checks judged on its state (reward = passed / total).
+
+A check that ran out of its CPU time or memory was not judged: the validation then answers
+``CheckExhausted`` and records no reward (a trainer must not take an unjudged check for a failed
+one); the session goes on."""
 
 from __future__ import annotations
 
@@ -8,7 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from envformat.models import Scenario
-from sandbox.checkers import CheckerPool, ChecksKilledChecker, ChecksStarved
+from sandbox.checkers import (
+    CheckBudget,
+    CheckerPool,
+    ChecksKilledChecker,
+    ChecksStarved,
+    exhaustions,
+)
 from sandbox.errors import CapacityExhausted, SandboxError
 from sandbox.sandbox import Snapshot
 from server import statesize
@@ -57,7 +67,16 @@ class Validation:
             if record.status == "active":
                 await self.store.commit(record, held.lock, release=True)
         # Judged after the lock is released: the states are taken, the session may go on.
-        results = await self._judge([item.check_func for item in checklist], snapshot)
+        budget = statesize.check_budget(self.settings, snapshot.initial, snapshot.final)
+        results = await self._judge([item.check_func for item in checklist], snapshot, budget)
+        exhausted = exhaustions(results)
+        if exhausted:
+            self.metrics.validations.labels("exhausted").inc()
+            log.warning("validate session=%s env=%s scenario=%s: no reward, checks %s ran out "
+                        "of their budget", session_id, env.id, scenario.id,
+                        ", ".join(f"{e.index} ({e.resource})" for e in exhausted))
+            raise faults.checks_exhausted(exhausted, [item.item for item in checklist], budget,
+                                          self.settings)
         passed = sum(1 for r in results if r.get("passed") is True)
         total = len(checklist)
         reward = round(passed / total, 4)
@@ -85,10 +104,10 @@ class Validation:
             ],
         }
 
-    async def _judge(self, checks: list[str], snapshot: Snapshot) -> list[dict[str, Any]]:
+    async def _judge(self, checks: list[str], snapshot: Snapshot,
+                     budget: CheckBudget) -> list[dict[str, Any]]:
         """The checkers' verdicts; checks that kill their checker fail, as checks."""
         try:
-            budget = statesize.check_budget(self.settings, snapshot.initial, snapshot.final)
             return await self.checkers.check(checks, snapshot, budget)
         except ChecksKilledChecker as exc:
             return [{"passed": False, "error": str(exc)} for _ in checks]

@@ -45,18 +45,20 @@ def test_bool_answers_are_kept_and_errors_are_judged_again_alone() -> None:
     raises = check("raise ValueError('no')")
     uses_len = check("return len(final_state) == 1 and final_state['n'] == 2")
     result = judge([passes, fails, mutates, patches, spins, raises, uses_len])
-    ok, no = {"passed": True, "error": None}, {"passed": False, "error": None}
+    ok = {"passed": True, "error": None, "exhausted": None}
+    no = {"passed": False, "error": None, "exhausted": None}
     assert result["first"] == [ok, no, ok, ok, None, None, ok]  # states and builtins were fresh
     assert result["final"][:4] + result["final"][6:] == [ok, no, ok, ok, ok]
     assert result["final"][4] == {"passed": False,
-                                  "error": "check exceeded its CPU time budget of 0.5 s"}
-    assert result["final"][5] == {"passed": False, "error": "ValueError: no"}
+                                  "error": "check exceeded its CPU time budget of 0.5 s",
+                                  "exhausted": "time"}
+    assert result["final"][5] == {"passed": False, "error": "ValueError: no", "exhausted": None}
 
 
 def test_a_check_that_ends_the_first_pass_costs_only_the_checks_after_it_a_second_run() -> None:
     passes = check("return True")
     result = judge([passes, check("import os", "os._exit(0)"), passes])
-    assert result["first"] == [{"passed": True, "error": None}, None, None]
+    assert result["first"] == [{"passed": True, "error": None, "exhausted": None}, None, None]
     assert [verdict["passed"] for verdict in result["final"]] == [True, False, True]
 
 
@@ -72,8 +74,8 @@ checks = ["def check_func(final_state):\\n    return True\\n"] * 2
 print(json.dumps([c.check(checks, '{}', '[1]', budget), c.check(checks, '{', '{}', budget)]))
 """], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
     not_an_object, not_json = json.loads(done.stdout)
-    assert not_an_object == [{"passed": False,
-                              "error": "the state is a JSON list, not an object"}] * 2
+    assert not_an_object == [{"passed": False, "error": "the state is a JSON list, not an object",
+                              "exhausted": None}] * 2
     assert all(v["passed"] is False and v["error"].startswith("the state is not JSON")
                for v in not_json), not_json
 
@@ -85,6 +87,6 @@ def test_a_source_that_does_not_compile_fails_alone_and_checks_compile_as_fresh_
     broken = "def check_func(final_state):\n    return (\n"
     annotated = check("def f(x: int): pass", "return f.__annotations__['x'] is int")
     result = judge([broken, annotated, broken])
-    assert result["final"][1] == {"passed": True, "error": None}
+    assert result["final"][1] == {"passed": True, "error": None, "exhausted": None}
     for verdict in (result["final"][0], result["final"][2]):
         assert verdict["passed"] is False and verdict["error"].startswith("SyntaxError: '('")
