@@ -72,7 +72,8 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         415: "UnsupportedMediaType: a body that is not application/json",
         422: "InvalidRequest, InvalidArguments or JsonTooComplex, with the field to blame",
         429: "CapacityExhausted: every sandbox slot is taken (Retry-After)",
-        500: "InternalError (details only in the server log)",
+        500: "InternalError (details only in the server log); on validate, CheckExhausted: a "
+        "check ran out of its CPU time or memory, so no reward was computed (not retryable)",
         503: "CapacityExhausted (sandbox creation rate, no free checker), BackendUnavailable, "
         "SessionBusy or ChecksStarved (Retry-After)",
         504: "Timeout: the tool exceeded its deadline; the session stays usable",

@@ -61,6 +61,12 @@ class CallTimeoutError(EnvScalerError):
     """504: the tool exceeded its deadline; its effects were discarded and the session goes on."""
 
 
+class CheckExhaustedError(EnvScalerError):
+    """500 ``CheckExhausted``: a check of the validation ran out of its CPU time or memory, so it
+    was never judged and there is no reward (not a reward of 0). Retrying cannot help; the message
+    names the check, the budget and the gateway's setting that raises it. The session goes on."""
+
+
 class TransportError(EnvScalerError):
     """No HTTP answer: connection refused, timeout, dropped connection. ``type`` is the name of
     the underlying httpx exception (``ConnectError``, ``ReadTimeout``...)."""
@@ -72,7 +78,8 @@ class TransportError(EnvScalerError):
 
 
 _BY_TYPE: dict[str, type[EnvScalerError]] = {"SessionClosed": SessionClosedError,
-                                             "SessionExpired": SessionClosedError}
+                                             "SessionExpired": SessionClosedError,
+                                             "CheckExhausted": CheckExhaustedError}
 _BY_STATUS: dict[int, type[EnvScalerError]] = {
     401: AuthError, 403: AuthError, 404: NotFoundError, 410: SessionClosedError,
     422: InvalidArgumentsError, 429: CapacityError, 503: CapacityError, 504: CallTimeoutError}

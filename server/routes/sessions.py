@@ -215,7 +215,7 @@ async def reset_session(
     response_model=Validation,
     summary="Run the scenario's check functions: reward = passed / total",
     description="Changes nothing. Works on active, expired and closed sessions.",
-    responses=error_responses(401, 403, 404, 409, 422, 429, 503, 504),
+    responses=error_responses(401, 403, 404, 409, 422, 429, 500, 503, 504),
 )
 async def validate_session(
     request: Request, session_id: str = SessionId, caller: Principal = Depends(admin)

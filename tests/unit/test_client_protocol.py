@@ -17,6 +17,7 @@ from envscaler_client import (
     AuthError,
     CallTimeoutError,
     CapacityError,
+    CheckExhaustedError,
     EnvScalerError,
     InvalidArgumentsError,
     NotFoundError,
@@ -210,6 +211,7 @@ def test_paths_escape_ids() -> None:
                           (429, "CapacityExhausted", CapacityError),
                           (503, "BackendUnavailable", CapacityError),
                           (503, "SessionBusy", CapacityError), (504, "Timeout", CallTimeoutError),
+                          (500, "CheckExhausted", CheckExhaustedError),
                           (500, "InternalError", EnvScalerError)])
 def test_errors_map_to_classes_and_keep_the_servers_type(status: int, error_type: str,
                                                           cls: type[EnvScalerError]) -> None:

@@ -33,6 +33,7 @@ def failure(stage: str, kind: str = "SessionClosed") -> EpisodeError:
     (episode("model_error", failure("agent", "HTTP500")), False),
     (episode("user_error", failure("user", "ModelError")), False),
     (episode("completed", validation_error=failure("validate", "NoChecklist")), False),
+    (episode("gateway_error", validation_error=failure("validate", "CheckExhausted")), False),
     (episode("gateway_error", failure("tool")), True),
     (episode("gateway_error", failure("session", "ConnectError")), True),
     (episode("gateway_error", failure("validate", "SessionExpired")), True),

@@ -59,7 +59,8 @@ TERMINATIONS: tuple[str, ...] = ("completed", "user_stop", "max_steps", "model_e
 """completed: the agent answered without a tool call (non-conversation); user_stop: the
 simulated user sent the stop signal (conversation); max_steps: the step limit was reached;
 model_error / user_error: the agent's / the simulated user's model failed; gateway_error: the
-gateway failed (session creation, a call, validation); internal_error: a bug of the runner."""
+gateway failed (session creation, a call, validation: e.g. ``CheckExhausted``, a check that ran
+out of its budget, which leaves no reward rather than 0); internal_error: a bug of the runner."""
 NATURAL_ENDS = frozenset({"completed", "user_stop"})
 ERROR_TERMINATIONS = frozenset({"model_error", "user_error", "gateway_error", "internal_error"})
 

@@ -160,6 +160,11 @@ async def open_session(client: AsyncEnvClient, spec: EpisodeSpec,
     raise AssertionError("unreachable")
 
 
+SOUND_SESSION_ERRORS = frozenset({"NoChecklist", "CheckExhausted"})
+"""Validation errors that leave the session as it was: no checks to run, or a check that ran
+out of its budget (the episode is an error with no reward; the session goes on)."""
+
+
 def group_by_env(specs: list[EpisodeSpec]) -> list[EpisodeSpec]:
     """The specs with those of one environment next to each other (environments in order of first
     appearance, specs in their order), so that a worker's next episode is usually of the
@@ -170,9 +175,10 @@ def group_by_env(specs: list[EpisodeSpec]) -> list[EpisodeSpec]:
 
 def session_suspect(episode: Episode) -> bool:
     """Whether the gateway failed during the episode (the session may be closed, expired or
-    broken): its session is then not reused. The model or the user failing leaves it sound."""
+    broken): its session is then not reused. The model or the user failing leaves it sound, and
+    so do validations that answer about the scenario's checks (`SOUND_SESSION_ERRORS`)."""
     return any(error is not None and error.stage not in ("agent", "user")
-               and error.type != "NoChecklist"
+               and error.type not in SOUND_SESSION_ERRORS
                for error in (episode.error, episode.validation_error))
 
 
