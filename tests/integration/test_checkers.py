@@ -1,6 +1,6 @@
 """Checker sandboxes on the Docker backend (runc and gVisor): verdicts on CPU time, so a check
-that the machine starves is never judged failed, and checks that attack their checker cannot
-change another validation's verdicts."""
+that the machine starves is never judged failed; a check the OOM killer ends ran out of memory;
+and checks that attack their checker cannot change another validation's verdicts."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ ATTACKS = ("import os, signal\n"
            "        while True:\n"
            "            time.sleep(0.01)\n"
            "    return True\n")
+HOARDS = ("def check_func(final_state):\n    hoard = []\n    while True:\n"
+          "        hoard.append(bytearray(8 << 20))\n")
 EMPTY = Snapshot("{}", "{}")
 
 
@@ -69,7 +71,21 @@ async def test_a_check_starved_of_cpu_is_not_judged(docker_config: SandboxConfig
     async with checker_pool(docker_config, runtime) as checkers:
         verdicts = await checkers.check([NEEDS_SECONDS_OF_CPU], EMPTY,
                                         CheckBudget(cpu_seconds=30.0, memory_bytes=64 << 20))
-    assert verdicts == [{"passed": True, "error": None}]
+    assert verdicts == [{"passed": True, "error": None, "exhausted": None}]
+
+
+async def test_a_check_the_oom_killer_ends_ran_out_of_memory(docker_config: SandboxConfig) -> None:
+    """A check allowed more memory than its sandbox has is ended by the kernel's OOM killer, not
+    by its address-space limit: it ran out of memory, it was not judged; the check beside it
+    was. Under runc only: gVisor keeps no OOM count in the sandbox (a check killed there is
+    judged by its exit, as any other)."""
+    config = dataclasses.replace(docker_config, sandbox_memory="96m")
+    async with checker_pool(config, None) as checkers:
+        verdicts = await checkers.check([HOARDS, PASSES], states(1, 2),
+                                        CheckBudget(cpu_seconds=5.0, memory_bytes=1 << 30))
+    assert verdicts[0]["exhausted"] == "memory", verdicts
+    assert "its checker sandbox ran out of memory" in verdicts[0]["error"]
+    assert verdicts[1] == {"passed": True, "error": None, "exhausted": None}
 
 
 @RUNTIMES
@@ -78,10 +94,11 @@ async def test_checks_that_attack_their_checker_change_no_later_verdict(
     budget = CheckBudget(cpu_seconds=1.0, memory_bytes=64 << 20)
     async with checker_pool(docker_config, runtime) as checkers:
         first = await checkers.check([ATTACKS, PASSES], states(1, 2), budget)
-        assert first[0] == {"passed": True, "error": None}  # its checker answered
+        # its checker answered
+        assert first[0] == {"passed": True, "error": None, "exhausted": None}
         # (its sibling, a check of the same validation and user, it may have killed)
         for _ in range(3):  # nothing it started outlives its validation
             assert await checkers.check([PASSES], states(1, 2), budget) == \
-                [{"passed": True, "error": None}]
+                [{"passed": True, "error": None, "exhausted": None}]
             assert await checkers.check([PASSES], states(1, 3), budget) == \
-                [{"passed": False, "error": None}]
+                [{"passed": False, "error": None, "exhausted": None}]

@@ -260,6 +260,10 @@ async def test_results_over_the_cap_are_refused_and_the_session_goes_on(backend:
     assert await sandbox.call("huge", {"size": 3}, timeout=5) == "xxx"
 
 
+def verdict(passed: bool, error: str | None, exhausted: str | None) -> dict[str, Any]:
+    return {"passed": passed, "error": error, "exhausted": exhausted}
+
+
 async def test_checks_judged_by_a_checker_on_the_snapshot(backend: ProcessBackend) -> None:
     """A checker sandbox judges the states of a snapshot: each check in a child of its own, with
     a CPU budget, its own copy of the states and a capped verdict."""
@@ -287,18 +291,18 @@ async def test_checks_judged_by_a_checker_on_the_snapshot(backend: ProcessBacken
     verdicts = await checkers.check(checks, snapshot,
                                     CheckBudget(cpu_seconds=1, memory_bytes=64 << 20))
     await checkers.close()
-    assert verdicts == [
-        {"passed": True, "error": None},
-        {"passed": False, "error": None},
-        {"passed": False, "error": "KeyError: 'missing'"},
-        {"passed": False, "error": "check_func returned int, not bool"},
-        {"passed": False, "error": "check exceeded its CPU time budget of 1 s"},
-        {"passed": True, "error": None},
-        {"passed": True, "error": None},  # the mutations of the check before were its own
-        {"passed": False, "error": "the source does not define a function check_func(final_state)"},
-        {"passed": False, "error": "SystemExit: 0"},
-        {"passed": False, "error": "check wrote more than 65536 bytes of verdict"},
-    ]
+    assert verdicts == [verdict(passed, error, exhausted) for passed, error, exhausted in [
+        (True, None, None),
+        (False, None, None),
+        (False, "KeyError: 'missing'", None),
+        (False, "check_func returned int, not bool", None),
+        (False, "check exceeded its CPU time budget of 1 s", "time"),  # not judged: out of time
+        (True, None, None),
+        (True, None, None),  # the mutations of the check before were its own
+        (False, "the source does not define a function check_func(final_state)", None),
+        (False, "SystemExit: 0", None),
+        (False, "check wrote more than 65536 bytes of verdict", None),
+    ]]
     assert set((await sandbox.state(timeout=5))["notes"]) != set()  # checks never touch the state
 
 
