@@ -151,7 +151,8 @@ def _failed(error: str, exhausted: str | None = None) -> dict[str, Any]:
 
 
 def _out_of_memory() -> dict[str, Any]:
-    """Built from constants only: the memory the check took is still held while it is."""
+    """Small, from constants: called while the exception's traceback still holds the memory the
+    check took."""
     return _failed("check ran out of memory (MemoryError at its address-space limit)", MEMORY)
 
 

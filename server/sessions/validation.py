@@ -110,7 +110,7 @@ class Validation:
         try:
             return await self.checkers.check(checks, snapshot, budget)
         except ChecksKilledChecker as exc:
-            return [{"passed": False, "error": str(exc)} for _ in checks]
+            return [{"passed": False, "error": str(exc), "exhausted": None} for _ in checks]
         except SandboxError as exc:
             if isinstance(exc, ChecksStarved):
                 self.metrics.validations.labels("starved").inc()

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from sandbox.checkers import CheckBudget, Exhaustion, exhaustions
-from sandbox.runtime import checker, contain
+from sandbox.runtime import checker
 from server import statesize
 from server.sessions import faults
 from server.settings import Settings
@@ -78,7 +78,6 @@ def test_a_check_killed_while_the_oom_killer_ran_is_out_of_memory() -> None:
     killed = checker._Child(pid=0, fd=-1, status=signal.SIGKILL)  # a wait status: the signal
     assert checker._verdict(killed, budget, oom_killed=True)["exhausted"] == "memory"
     assert checker._verdict(killed, budget, oom_killed=False)["exhausted"] is None
-    assert contain.oom_kills() is None  # not a container: no count, so never taken for one
 
 
 def test_the_verdict_line_carries_exhausted_and_nothing_else_is_accepted() -> None:
