@@ -125,7 +125,8 @@ def _public_attributes(value: Any, ancestors: tuple[int, ...]) -> dict[str, Any]
 
 
 def _equality_names(kind: type) -> tuple[str, ...] | None:
-    """The names a class's own Python ``__eq__`` reads; None when it compares by identity."""
+    """The names a class's own Python ``__eq__`` uses (its attributes among them, which the
+    caller keeps); None when it compares by identity."""
     code = getattr(kind.__eq__, "__code__", None)
     return None if kind.__eq__ is object.__eq__ or code is None else code.co_names
 
