@@ -39,6 +39,9 @@ CataloguePath = Annotated[Path, typer.Option(
     help="The catalogue: the environment folders with their scenarios and reference solutions; "
     "default: the checkout's, whatever the current directory.")]
 """``catalogue: CataloguePath = DEFAULT_CATALOGUE``."""
+GatewayUrl = Annotated[str | None, typer.Option(
+    "--url", envvar="ENVSCALER_URL", show_default=False,
+    help="A running gateway; without it, an embedded gateway is started on --catalogue.")]
 EnvId = Annotated[str, typer.Argument(help="Environment id (see `envscaler envs`).")]
 Split = Annotated[str | None, typer.Option(help="Only scenarios of this split: train, rl or eval.",
                                            show_default=False)]
@@ -103,6 +106,30 @@ def connect(url: str, api_key: str | None) -> Iterator[EnvClient]:
     """A client of the gateway, with errors explained."""
     with explained(url), EnvClient(url, api_key) as client:
         yield client
+
+
+@contextmanager
+def gateway(url: str | None, catalogue: Path) -> Iterator[str]:
+    """The URL of the gateway at ``url``, or of one embedded here on ``catalogue`` (stopped on
+    exit) when ``url`` is None."""
+    if url is not None:
+        yield url
+        return
+    from server.embedded_gateway import EmbeddedGateway
+
+    embedded = EmbeddedGateway(catalogue)
+    with err.status("starting an embedded gateway (the first start builds the sandbox image)"):
+        try:
+            embedded.start()
+        except Exception as exc:  # noqa: BLE001 - any start-up failure is explained, not traced
+            embedded.stop()
+            fail(f"the embedded gateway did not start: {type(exc).__name__}: {exc}",
+                 "run ./scripts/bootstrap (Docker engine, redis-server, sandbox image), or pass "
+                 "--url of a running gateway")
+    try:
+        yield embedded.url
+    finally:
+        embedded.stop()
 
 
 def jsonable(value: Any) -> Any:

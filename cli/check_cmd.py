@@ -14,8 +14,6 @@ validation changes nothing: one sandbox per scenario instead of two.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from itertools import groupby
 from pathlib import Path
@@ -31,10 +29,12 @@ from cli._common import (
     DEFAULT_CATALOGUE,
     ApiKey,
     CataloguePath,
+    GatewayUrl,
     JsonOutput,
     err,
     explained,
     fail,
+    gateway,
     out,
     print_json,
 )
@@ -48,9 +48,6 @@ Status = Literal["passed", "failed", "error", "unverified"]
 STATUSES: tuple[Status, ...] = ("passed", "failed", "error", "unverified")
 STYLES = {"passed": "green", "failed": "red", "error": "red", "unverified": "yellow"}
 
-GatewayUrl = Annotated[str | None, typer.Option(
-    "--url", envvar="ENVSCALER_URL", show_default=False,
-    help="A running gateway; without it, an embedded gateway is started on --catalogue.")]
 EnvFilter = Annotated[list[str] | None, typer.Option(
     "--env", show_default=False, help="Only this environment (repeat for several).")]
 Concurrency = Annotated[int, typer.Option(min=1, help="Scenarios checked at once.")]
@@ -89,7 +86,7 @@ def check(url: GatewayUrl = None, api_key: ApiKey = None,
              f"the environments of {catalogue} are: {', '.join(known) or 'none'}")
     rows, targets = _plan(loaded, selected)
     if targets:
-        with _gateway(url, catalogue) as base_url, explained(base_url):
+        with gateway(url, catalogue) as base_url, explained(base_url):
             rows += asyncio.run(_replay_all(base_url, api_key, targets, concurrency))
     order = {name: number for number, name in enumerate(selected)}
     rows.sort(key=lambda row: (order[row.env], row.scenario))
@@ -222,27 +219,3 @@ def _report(rows: list[Row]) -> None:
 
 def _reward(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
-
-
-# ---------------------------------------------------------------- the gateway
-
-@contextmanager
-def _gateway(url: str | None, catalogue: Path) -> Iterator[str]:
-    if url is not None:
-        yield url
-        return
-    from server.embedded_gateway import EmbeddedGateway
-
-    gateway = EmbeddedGateway(catalogue)
-    with err.status("starting an embedded gateway (the first start builds the sandbox image)"):
-        try:
-            gateway.start()
-        except Exception as exc:  # noqa: BLE001 - any start-up failure is explained, not traced
-            gateway.stop()
-            fail(f"the embedded gateway did not start: {type(exc).__name__}: {exc}",
-                 "run ./scripts/bootstrap (Docker engine, redis-server, sandbox image), or pass "
-                 "--url of a running gateway")
-    try:
-        yield gateway.url
-    finally:
-        gateway.stop()

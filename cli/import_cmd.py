@@ -9,6 +9,7 @@ imported (bad records or not), 1 when none was (including unreadable files and f
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -24,7 +25,17 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from cli._common import JsonOutput, err, out, print_json
+from cli._common import (
+    ApiKey,
+    GatewayUrl,
+    JsonOutput,
+    compact,
+    connect,
+    err,
+    gateway,
+    out,
+    print_json,
+)
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Import environments published in other formats into the catalogue format.")
@@ -161,6 +172,48 @@ def bfcl(
     raise typer.Exit(0 if report.imported else 1)
 
 
+@app.command("bfcl-compare")
+def bfcl_compare(
+    from_dir: Annotated[Path, typer.Option(
+        "--from", help="The gorilla checkout the questions were imported from.")],
+    catalogue: Annotated[Path, typer.Option(
+        "--catalogue", help="The catalogue `envscaler import bfcl` wrote (its --out).")],
+    url: GatewayUrl = None,
+    api_key: ApiKey = None,
+    category: Annotated[str, typer.Option(
+        help="The multi-turn category to compare: base or miss_param.")] = "base",
+    report_file: Annotated[Path | None, typer.Option(
+        "--report", show_default=False, help="Also write the whole report to this JSON file.")]
+    = None,
+    json_output: JsonOutput = False,
+) -> None:
+    """Check that the gateway reproduces BFCL's own execution of the imported questions: each
+    question's ground truth run by BFCL's code (in a throwaway container: it never runs in this
+    process) and its reference calls sent through the gateway must give the same call results
+    (rendered as BFCL renders them) and the same final state of every class. Differences are
+    reported, not failed: exit 0 when the comparison ran, 1 when it could not.
+    """
+    from importers.bfcl.fidelity import FidelityError, measure, plan
+
+    try:
+        planned = plan(from_dir, catalogue, category)
+        with (gateway(url, catalogue) as base_url, connect(base_url, api_key) as client,
+              _phase_progress(json_output) as step):
+            report = measure(planned, client, gateway=url or "embedded", step=step)
+    except FidelityError as exc:
+        _fail(str(exc))
+    if report_file is not None:
+        try:
+            report_file.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False)
+                                   + "\n", encoding="utf-8")
+        except OSError as exc:
+            _fail(f"cannot write the report to {report_file}: {exc}")
+    if json_output:
+        print_json(report.to_dict())
+    else:
+        _render_fidelity(report)
+
+
 def _fail(message: str) -> NoReturn:
     err.print(Text.assemble(("error: ", "red"), message))
     raise typer.Exit(1)
@@ -183,6 +236,29 @@ class _env_progress:
             self.progress.update(self.task, completed=done, total=total, record=record)
 
         return advance
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+class _phase_progress:
+    """A bar per phase of the fidelity measurement, on stderr, when it is a terminal."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                                 transient=True, disable=quiet or not err.is_terminal)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        self.progress.start()
+
+        def step(phase: str, done: int, total: int) -> None:
+            if phase not in self.tasks:
+                self.tasks[phase] = self.progress.add_task(phase, total=total)
+            self.progress.update(self.tasks[phase], completed=done, total=total)
+
+        return step
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
@@ -258,3 +334,59 @@ def _render(report, *, pinned: bool) -> None:  # type: ignore[no-untyped-def]
                f"scenarios imported, all unverified (the release has no reference solutions), "
                f"{counts['scenarios_failed']} failed; {report.pipeline_version} ({source})")
     err.print(summary, style="green" if report.imported else "red")
+
+
+SHOWN_DIFFERENCES = 3  # per question, in the table; --json and --report have them all
+
+
+def _render_fidelity(report) -> None:  # type: ignore[no-untyped-def]
+    counts = report.counts()
+    out.print(f"BFCL {report.category} questions: the gateway ({report.gateway}) against "
+              "BFCL's own execution")
+    table = Table()
+    table.add_column("questions", no_wrap=True)
+    table.add_column("", justify="right")
+    for label, key in [("in the checkout", "questions"), ("imported", "imported"),
+                       ("compared", "compared"), ("calls equal", "calls_equal"),
+                       ("state equal", "state_equal"), ("exact on both", "exact")]:
+        table.add_row(label, str(counts[key]))
+    out.print(table)
+    for row in report.comparisons:
+        if row.compared and not row.exact:
+            _render_differences(row)
+    for row in report.comparisons:
+        if not row.compared:
+            err.print(Text.assemble(("not compared ", "yellow"), f"{row.id}: {row.error}"))
+    err.print(f"{counts['exact']} of {counts['compared']} compared questions exact "
+              f"({counts['imported']} of {counts['questions']} imported)",
+              style="green" if counts["exact"] == counts["compared"] else "yellow")
+
+
+def _render_differences(row) -> None:  # type: ignore[no-untyped-def]
+    """One table per differing question (titled with it, so the cells keep the width)."""
+    table = Table(title=f"{row.id} ({row.env})", title_justify="left")
+    table.add_column("where", overflow="fold")
+    table.add_column("gateway", overflow="fold")
+    table.add_column("BFCL", overflow="fold")
+    cells = _differences(row)
+    for where, ours, theirs in cells[:SHOWN_DIFFERENCES]:
+        table.add_row(where, ours, theirs)
+    if len(cells) > SHOWN_DIFFERENCES:
+        table.add_row(f"and {len(cells) - SHOWN_DIFFERENCES} more (--json)", "", "")
+    out.print(table)
+
+
+def _differences(row) -> list[tuple[str, str, str]]:  # type: ignore[no-untyped-def]
+    """A question's differences as table cells: where, the gateway's side, BFCL's side."""
+    calls = [(f"call {diff.index} {diff.call}", _cell(diff.gateway), _cell(diff.bfcl))
+             for diff in row.call_differences]
+    states = [(f"state {diff.path}", _cell(diff.gateway), _cell(diff.bfcl))
+              for diff in row.state_differences]
+    return calls + states
+
+
+def _cell(value: object, limit: int = 80) -> str:
+    """A call's result text, or a state's value as JSON, shortened to ``limit`` characters."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[: limit - 1] + "…"
+    return compact(value, limit)

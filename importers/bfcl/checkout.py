@@ -53,6 +53,19 @@ class Checkout:
     classes: dict[str, ClassSource] = field(default_factory=dict)
     func_docs: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
+    def module_file(self, class_name: str) -> Path:
+        """The file of the module that defines ``class_name`` (``KeyError`` when none does)."""
+        return self.source_dir / f"{self.classes[class_name].module}.py"
+
+    def import_root(self) -> Path:
+        """The folder holding the package of the classes' modules (the nearest folder above the
+        source folder without an ``__init__.py``): on ``sys.path``, their sibling imports (by
+        package path or relative) resolve as in BFCL."""
+        folder = self.source_dir
+        while (folder / "__init__.py").is_file():
+            folder = folder.parent
+        return folder
+
     def questions(self, category: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """The category's questions, and its ground truth by question id."""
         name = QUESTIONS.format(version=self.version, category=category)

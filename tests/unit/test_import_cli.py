@@ -1,5 +1,6 @@
 """`envscaler import envscaler-release`: options, the summary table, --json, and exit statuses
-(0 when anything was imported, 1 when nothing was)."""
+(0 when anything was imported, 1 when nothing was); `envscaler import bfcl-compare`'s refusals of
+a checkout or catalogue it cannot compare (before any gateway or container starts)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 from envformat.loader import load_catalogue
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "envscaler_release"
+BFCL_CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "bfcl"
 
 
 def invoke(*args: str):  # type: ignore[no-untyped-def]
@@ -96,3 +98,20 @@ def test_one_explicit_file_and_the_other_found_in_from(tmp_path: Path) -> None:
     report = json.loads(result.stdout)
     assert report["envs_file"]["shape"] == "dict"
     assert report["scenarios_file"]["path"].endswith("hf/envscaler_rl_scenario_metadata.json")
+
+
+def compare(*args: str):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, ["import", "bfcl-compare", *args])
+
+
+def test_a_bad_checkout_or_catalogue_is_exit_status_1_with_the_reason(tmp_path: Path) -> None:
+    result = compare("--from", str(tmp_path), "--catalogue", str(tmp_path))
+    assert result.exit_code == 1 and "is it a gorilla checkout?" in result.stderr
+    result = compare("--from", str(BFCL_CHECKOUT), "--catalogue", str(tmp_path))
+    assert result.exit_code == 1
+    assert "holds none of the 3 base questions" in result.stderr
+    assert "envscaler import bfcl --from" in result.stderr
+    result = compare("--from", str(BFCL_CHECKOUT), "--catalogue", str(tmp_path), "--category", "x")
+    assert result.exit_code == 1 and "unknown category 'x'" in result.stderr
+    result = compare("--from", str(BFCL_CHECKOUT), "--catalogue", str(tmp_path / "missing"))
+    assert result.exit_code == 1 and "missing" in result.stderr
