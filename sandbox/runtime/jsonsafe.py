@@ -112,6 +112,8 @@ def to_json_text(value: Any, root: str = "value") -> str:
 def _plain(root: Any) -> bool:
     """Whether ``root`` holds nothing but exact dicts with text keys, lists and JSON scalars,
     nested at most ``MAX_DEPTH`` (so a cycle is not plain either)."""
+    if type(root) is not dict and type(root) is not list:
+        return type(root) in _PLAIN_SCALARS
     stack = [(root, 0)]
     while stack:
         value, depth = stack.pop()

@@ -308,6 +308,7 @@ def _nested(depth: int) -> list[Any]:
     {"big": 10 ** 5000},  # too long for text
     {"set": {3, 1, 2}, "tuple": (1, 2), "deque": deque([1])},
     _nested(MAX_DEPTH + 20),  # deeper than MAX_DEPTH: cut where the walker cuts
+    5, "text", None, 2.5, float("nan"), True, {3, 1}, (1, [2]),  # roots that are no dict
 ])
 def test_the_fast_text_of_a_state_is_the_walkers(value: object) -> None:
     assert to_json_text(value) == dumps(to_json_safe(value))
