@@ -52,7 +52,8 @@ CheckExhausted         500     a check ran out of its CPU time or memory, so it 
                                judged: no reward was computed. The message names each such
                                check (``checklist[i]``), what ran out, the budget and the
                                settings it follows from; retrying cannot help (the budget is
-                               the same on every attempt); the session stays usable
+                               the same on every attempt); the session stays usable. Also
+                               when the checks ended their checker sandbox twice
 InternalError          500     a bug; details are in the server log, never in the answer
 =====================  ======  ===========================================================
 """

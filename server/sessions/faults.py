@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from sandbox.checkers import CheckBudget, ChecksStarved, Exhaustion
+from sandbox.checkers import CheckBudget, ChecksKilledChecker, ChecksStarved, Exhaustion
 from sandbox.errors import (
     CallTimeout,
     CapacityExhausted,
@@ -211,6 +211,18 @@ def checks_exhausted(exhausted: list[Exhaustion], items: list[str], budget: Chec
                     "help: the budget is the same on every attempt, however busy the machine "
                     "(unlike ChecksStarved); raise the setting or fix the check. The session "
                     "goes on.")
+
+
+def checker_killed(exc: ChecksKilledChecker, settings: Settings) -> ApiError:
+    """500 ``CheckExhausted`` too: the checks ended their checker sandbox twice (the container
+    out of its memory, or no answer within the checks' deadline), so nothing was judged; the
+    same checks on the same states end it again."""
+    return ApiError(500, "CheckExhausted",
+                    f"{exc}, so no reward was computed: the checks together ran their checker "
+                    "sandbox out of its memory (ENVSCALER_SANDBOX_MEMORY="
+                    f"{settings.sandbox_memory}) or past their deadline. Retrying cannot help "
+                    "with the same checks and state; raise the setting or fix the checks. The "
+                    "session goes on.")
 
 
 def _exhaustion(exhausted: Exhaustion, items: list[str]) -> str:

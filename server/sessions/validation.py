@@ -106,11 +106,13 @@ class Validation:
 
     async def _judge(self, checks: list[str], snapshot: Snapshot,
                      budget: CheckBudget) -> list[dict[str, Any]]:
-        """The checkers' verdicts; checks that kill their checker fail, as checks."""
+        """The checkers' verdicts. Checks that kill their checker were never judged: an error of
+        the validation, as checks that run out of their budget."""
         try:
             return await self.checkers.check(checks, snapshot, budget)
         except ChecksKilledChecker as exc:
-            return [{"passed": False, "error": str(exc), "exhausted": None} for _ in checks]
+            self.metrics.validations.labels("exhausted").inc()
+            raise faults.checker_killed(exc, self.settings) from exc
         except SandboxError as exc:
             if isinstance(exc, ChecksStarved):
                 self.metrics.validations.labels("starved").inc()

@@ -10,10 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sandbox.checkers import CheckBudget, Exhaustion, exhaustions
+import pytest
+
+from sandbox.checkers import CheckBudget, ChecksKilledChecker, Exhaustion, exhaustions
 from sandbox.runtime import checker
+from sandbox.sandbox import Snapshot
 from server import statesize
+from server.errors import ApiError
+from server.metrics import Metrics
 from server.sessions import faults
+from server.sessions.validation import Validation
 from server.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -119,3 +125,25 @@ def test_a_long_list_of_exhausted_checks_names_the_first_and_counts_the_rest() -
     assert "checklist[2]" in error.message and "checklist[3]" not in error.message
     assert "and 2 more" in error.message
     assert "ENVSCALER_CHECK_MEMORY" not in error.message  # only what ran out is named
+
+
+class KillingCheckers:
+    """A checker pool whose checks end their checker every time (the pool gives up after two)."""
+
+    async def check(self, checks: list[str], snapshot: Snapshot, budget: CheckBudget) -> None:
+        raise ChecksKilledChecker("the checks ended their checker twice: SandboxGone: died")
+
+
+async def test_checks_that_end_their_checker_are_an_error_of_the_validation_not_a_reward() -> None:
+    metrics = Metrics()
+    validation = Validation(settings=Settings(), store=None, catalogue=None, locks=None,
+                            sandboxes=None, checkers=KillingCheckers(), metrics=metrics)
+    with pytest.raises(ApiError) as raised:
+        await validation._judge(["def check_func(final_state):\n    return True\n"],
+                                Snapshot("{}", "{}"), CheckBudget(1.0, 1 << 26))
+    error = raised.value
+    assert (error.status, error.type) == (500, "CheckExhausted")
+    assert "ended their checker twice" in error.message and "no reward" in error.message
+    assert "ENVSCALER_SANDBOX_MEMORY" in error.message and "Retrying cannot help" in error.message
+    assert metrics.registry.get_sample_value(
+        "envscaler_validations_total", {"outcome": "exhausted"}) == 1
