@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,12 +175,24 @@ def measure(port: int, scenario_: str, *, opens: int, calls: int, states: int,
         state_s = [conn.timed("GET", f"/v1/sessions/{session}/state")[0] for _ in range(states)]
         for step in SOLUTION:
             conn.timed("POST", f"/v1/sessions/{session}/calls", step)
-        validate_s, reward = [], None
-        for _ in range(validations):
-            seconds, body = conn.timed("POST", f"/v1/sessions/{session}/validate")
-            validate_s.append(seconds)
-            reward = body["reward"]
+        validate_s, verdict = _validations(conn, session, validations)
         for session_id in sessions:
             conn.timed("DELETE", f"/v1/sessions/{session_id}")
     return {"open": summary(open_s), "call": summary(call_s), "state": summary(state_s),
-            "validate": summary(validate_s), "reward": reward, "sessions": len(sessions)}
+            "validate": summary(validate_s), **verdict, "sessions": len(sessions)}
+
+
+def _validations(conn: HttpConnection, session: str,
+                 count: int) -> tuple[list[float], dict[str, Any]]:
+    """Validation times and the reward; a validation the gateway cannot judge (500
+    ``CheckExhausted``: the checks ran out of their budget) is a figure too: its error."""
+    seconds: list[float] = []
+    for _ in range(count):
+        started = time.perf_counter()
+        status, raw = conn.request("POST", f"/v1/sessions/{session}/validate")
+        seconds.append(time.perf_counter() - started)
+        body = json.loads(raw)
+        if status != 200:
+            error = body["error"]
+            return seconds, {"reward": None, "no_reward": f"{error['type']}: {error['message']}"}
+    return seconds, {"reward": body["reward"]}

@@ -86,9 +86,7 @@ def _large_state_floors(large: dict[str, Any]) -> list[dict[str, Any]]:
     call = _get(at, "call", "p50_ms")
     ratio = round(call / small, 2) if call is not None and small else None
     largest = large.get(LARGEST)
-    served = None if largest is None else (
-        f"refused at open: {largest['refused']}" if "refused" in largest
-        else f"reward {largest['reward']}")
+    outcome = None if largest is None else served(largest)
     return [
         _floor("large state: tool call p50 at 3 MB / the small environment's",
                f"<= {FLOOR_LARGE_CALL_RATIO:g}x", ratio, "x",
@@ -99,9 +97,18 @@ def _large_state_floors(large: dict[str, Any]) -> list[dict[str, Any]]:
                f"< {FLOOR_LARGE_REDIS_BYTES:,} bytes", at.get("redis_bytes_per_closed_session"),
                " B", lambda v: v < FLOOR_LARGE_REDIS_BYTES),
         {"floor": "large state: 30 MB scores 1.0 or is refused at open naming the limit",
-         "target": "reward 1.0, or 413 naming its limit", "measured": served,
+         "target": "reward 1.0, or 413 naming its limit", "measured": outcome,
          "met": None if largest is None else ("refused" in largest or largest["reward"] == 1.0)},
     ]
+
+
+def served(figure: dict[str, Any]) -> str:
+    """What became of a large-state size: refused at open, not judged, or its reward."""
+    if "refused" in figure:
+        return f"refused at open: {figure['refused']}"
+    if figure.get("no_reward"):
+        return f"no reward: {figure['no_reward']}"
+    return f"reward {figure['reward']}"
 
 
 def _episodes_floor(runs: dict[str, Any], pattern: str) -> dict[str, Any]:
@@ -274,7 +281,8 @@ def _large_state(large: dict[str, Any] | None) -> list[str]:
             continue
         lines.append(f"| {size} | {_ms(r['open']['p50_ms'])} | {_ms(r['call']['p50_ms'])} | "
                      f"{_ms(r['state']['p50_ms'])} | {_ms(r['validate']['p50_ms'])} | "
-                     f"{r['reward']} | {r['redis_bytes_per_closed_session'] / 1024:.1f} KiB |")
+                     f"{r['reward'] if r['reward'] is not None else served(r)} | "
+                     f"{r['redis_bytes_per_closed_session'] / 1024:.1f} KiB |")
     return lines
 
 

@@ -376,9 +376,9 @@ class Run:
 
 def _large_state_line(figure: dict[str, Any]) -> str:
     if "refused" in figure:
-        return f"refused at open: {figure['refused']}"
+        return report.served(figure)
     return (f"open p50 {figure['open']['p50_ms']} ms, call p50 {figure['call']['p50_ms']} ms, "
-            f"reward {figure['reward']}")
+            f"{report.served(figure)}")
 
 
 def _run_async(coroutine: Any) -> Any:

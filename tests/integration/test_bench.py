@@ -150,6 +150,11 @@ def test_floors_from_a_full_results_shape() -> None:
     assert report.floors(results)[-7]["met"] is False
     results["large_state"]["order_desk-30mb"] = {"reward": 0.75}
     assert report.floors(results)[-1]["met"] is False
+    results["large_state"]["order_desk-30mb"] = {"reward": None,
+                                                 "no_reward": "CheckExhausted: 1 of 4 checks"}
+    unjudged = report.floors(results)[-1]
+    assert unjudged["met"] is False
+    assert unjudged["measured"] == "no reward: CheckExhausted: 1 of 4 checks"
     results["lease_expiries"] = 2
     assert report.floors(results)[-6]["met"] is False
     results["density"]["calls"]["summary"]["p99_ms"] = 1200.0
