@@ -15,7 +15,7 @@ import json
 import random
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,6 +180,23 @@ def measure(port: int, scenario_: str, *, opens: int, calls: int, states: int,
             conn.timed("DELETE", f"/v1/sessions/{session_id}")
     return {"open": summary(open_s), "call": summary(call_s), "state": summary(state_s),
             "validate": summary(validate_s), **verdict, "sessions": len(sessions)}
+
+
+def shared_custom_start(port: int, redis_memory: Callable[[], int], megabytes: float,
+                        sessions: int) -> dict[str, Any]:
+    """``sessions`` sessions opened with one caller's own ``init_config`` of ``megabytes`` (the
+    database, sent in each request): what Redis grows by while they live. It keeps that start
+    once, under its digest, however many sessions use it."""
+    body = {"env": ENV_ID, "init_config": database(megabytes)}
+    before = redis_memory()
+    with HttpConnection("127.0.0.1", port, timeout=300) as conn:
+        opened = [conn.timed("POST", "/v1/sessions", body)[1]["session_id"]
+                  for _ in range(sessions)]
+        grown = redis_memory() - before
+        for session_id in opened:
+            conn.timed("DELETE", f"/v1/sessions/{session_id}")
+    return {"init_bytes": len(json.dumps(body["init_config"], separators=(",", ":"))),
+            "sessions": sessions, "redis_growth_bytes": grown}
 
 
 def _validations(conn: HttpConnection, session: str,

@@ -273,7 +273,7 @@ def _large_state(large: dict[str, Any] | None) -> list[str]:
              ("| size (state JSON) | open p50 | call p50 | state read p50 | validate p50 | reward "
               "| Redis per closed session |"), "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, r in large.items():
-        if name == "small_call":
+        if name in ("small_call", "shared_custom_start"):
             continue
         size = f"{name} ({r['state_bytes'] / 1e6:.1f} MB)"
         if "refused" in r:
@@ -283,6 +283,12 @@ def _large_state(large: dict[str, Any] | None) -> list[str]:
                      f"{_ms(r['state']['p50_ms'])} | {_ms(r['validate']['p50_ms'])} | "
                      f"{r['reward'] if r['reward'] is not None else served(r)} | "
                      f"{r['redis_bytes_per_closed_session'] / 1024:.1f} KiB |")
+    shared = large.get("shared_custom_start")
+    if shared:
+        lines += ["", (f"A caller's own `init_config` of {shared['init_bytes'] / 1e6:.1f} MB, "
+                       f"opened by {shared['sessions']} sessions at once: Redis grew by "
+                       f"{shared['redis_growth_bytes'] / 1e6:.2f} MB while they lived (it keeps "
+                       "that start once).")]
     return lines
 
 

@@ -367,6 +367,9 @@ class Run:
                         (gateway.redis_memory() - before) / result["sessions"])
                 figures[size.scenario] = {"state_bytes": size.state_bytes, **result}
                 self.say(f"  {size.scenario}: {_large_state_line(figures[size.scenario])}")
+            figures["shared_custom_start"] = largestate.shared_custom_start(
+                gateway.port, gateway.redis_memory, config.large_state_sizes[0],
+                config.large_state_opens)
         finally:
             remove_containers(self.docker, gateway.containers(), parallel=16)
             gateway.stop()

@@ -17,6 +17,8 @@ Redis Cluster (``ENVSCALER_REDIS_URL=redis+cluster://...``), sessions spread ove
     ``scenario``          scenario id of the current epoch; empty for a custom ``init_config``
                           (a scenario's initial configuration is the catalogue's, never copied
                           here: a call never reads a database, however large)
+    ``init``              hex sha256 of the current epoch's custom ``init_config`` text (its key
+                          below); empty for a scenario
     ``seed``              integer seed of the current epoch
     ``epoch``             0 at creation, +1 per reset
     ``epoch_start``       index in the ``:calls`` list of the current epoch's first call
@@ -51,10 +53,9 @@ Redis Cluster (``ENVSCALER_REDIS_URL=redis+cluster://...``), sessions spread ove
   to end its runtime, while it ran or just after it answered (``ended_runtime`` true, set when a
   rebuild finds it: see `server.sessions.sandboxes`). Reset markers::
 
-    {"kind": "reset", "index", "epoch", "scenario", "seed", "time"[, "init_config"]}
+    {"kind": "reset", "index", "epoch", "scenario", "seed", "time"[, "init_sha256"]}
 
-``envscaler:session:{<tag>}:<id>:init`` — STRING, the JSON of the current epoch's custom
-  ``init_config`` (only while it has one): read to rebuild or reset the session, never by a call
+  (``init_sha256``: a reset to a custom ``init_config``, named by its key below, never copied)
 
 ``envscaler:session:{<tag>}:<id>:call-ids`` — HASH, ``call_id`` -> index of its latest entry in
   ``:calls``. A call_id is scoped to its epoch: an index before ``epoch_start`` names a call of an
@@ -66,6 +67,13 @@ Redis Cluster (``ENVSCALER_REDIS_URL=redis+cluster://...``), sessions spread ove
 
 ``envscaler:sessions:{<tag>}:live`` — ZSET, session id -> unix time of its last activity (active
   sessions), one shard per hash tag
+
+``envscaler:init:<sha256>`` — STRING, a custom ``init_config``'s JSON text, keyed by its hex
+  sha256: stored once, however many sessions start from it (`put_init`), read only to rebuild or
+  reset one of them, never by a call. It outlives every session that names it: each use sets its
+  expiry to ``session_ttl + record_ttl + INIT_REFRESH``, and a gateway that serves an active
+  session naming it renews that at least every ``INIT_REFRESH`` seconds (`keep_init`), while the
+  session's own keys get ``session_ttl + record_ttl`` at each activity and less once it ends.
 
 Round trips of a tool call
 ==========================
@@ -89,7 +97,7 @@ Expiry
 ======
 
 On every activity (a commit, or taking the lock of an active session: a request that reaches it,
-even one that then fails) the session's keys (record, trajectory, call ids, custom init) get
+even one that then fails) the session's keys (record, trajectory, call ids) get
 ``EXPIRE session_ttl + record_ttl`` and the session's score in the live set is the time. When a
 session is closed or expires, they get ``EXPIRE record_ttl``: the record and trajectory stay
 readable for that long (``GET /v1/sessions/{id}``, ``/trajectory``, ``/state``, ``/validate``),
@@ -98,6 +106,7 @@ then vanish.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import zlib
@@ -114,6 +123,8 @@ from common.jsoncodec import dumps, loads
 from server.redis_scripts import ScriptClient
 
 PREFIX = "envscaler"
+INIT_REFRESH = 600  # seconds: how often a gateway renews an active session's custom init's expiry
+MAX_INITS_KEPT = 4096  # digests whose last renewal a gateway remembers
 SLOTS = 64  # hash tags: the live set's shards, spread over a Redis Cluster's masters
 
 
@@ -147,8 +158,12 @@ def live_key(session_id: str) -> str:
 LIVE_KEYS = [f"{PREFIX}:sessions:{{{n}}}:live" for n in range(SLOTS)]
 
 
-def init_key(session_id: str) -> str:
-    return f"{session_key(session_id)}:init"
+def init_key(digest: str) -> str:
+    return f"{PREFIX}:init:{digest}"
+
+
+def init_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _utf8_bytes(text: str) -> int:
@@ -175,6 +190,7 @@ class Record:
     updated: float
     size: int = 0
     result_size: int = 0
+    init: str = ""  # the custom init_config's digest (its key): empty for a scenario
 
     @classmethod
     def parse(cls, session_id: str, raw: dict[str, str]) -> Record:
@@ -197,6 +213,7 @@ class Record:
             updated=float(raw.get("updated", 0.0)),
             size=int(raw.get("size", 0)),
             result_size=int(raw.get("result_size", 0)),
+            init=raw.get("init", ""),
         )
 
     def fields(self) -> dict[str, str]:
@@ -217,10 +234,11 @@ class Record:
             "updated": repr(self.updated),
             "size": str(self.size),
             "result_size": str(self.result_size),
+            "init": self.init,
         }
 
 
-# KEYS: lock, session, call-ids, calls, live, init
+# KEYS: lock, session, call-ids, calls, live
 # ARGV: token, lease (ms), call_id ("" for none), session id, now, ttl, touch ("1"/"0"),
 #       agent token hash ("" for an admin)
 # An agent token is checked first: a wrong one answers 0 and changes nothing (no lock, no touch).
@@ -242,16 +260,14 @@ if ARGV[7] == '1' and redis.call('ZSCORE', KEYS[5], ARGV[4]) then
   redis.call('EXPIRE', KEYS[2], ARGV[6])
   redis.call('EXPIRE', KEYS[4], ARGV[6])
   redis.call('EXPIRE', KEYS[3], ARGV[6])
-  redis.call('EXPIRE', KEYS[6], ARGV[6])
 end
 if ARGV[3] == '' then return {redis.call('HGETALL', KEYS[2])} end
 return {redis.call('HGETALL', KEYS[2]), redis.call('HGET', KEYS[3], ARGV[3])}
 """
 
-# KEYS: lock, session, calls, call-ids, live, init
+# KEYS: lock, session, calls, call-ids, live
 # ARGV: token, entry JSON ("" for none), call_id ("" for none), index, now, ttl, release ("1"/"0"),
-#       session id, the custom init ("" unchanged, "-" none, "=" + its JSON), then field/value
-#       pairs of the record (``committed`` = token among them)
+#       session id, then field/value pairs of the record (``committed`` = token among them)
 # Idempotent: a commit is keyed by its lock's token (one commit per holding), so a retry of one
 # that was applied (its reply lost with a dropped connection) answers 2, "already applied", and
 # writes nothing again.
@@ -261,14 +277,11 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 if ARGV[2] ~= '' then redis.call('RPUSH', KEYS[3], ARGV[2]) end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[4], ARGV[3], ARGV[4]) end
-if ARGV[9] == '-' then redis.call('DEL', KEYS[6])
-elseif ARGV[9] ~= '' then redis.call('SET', KEYS[6], string.sub(ARGV[9], 2)) end
-if #ARGV > 9 then redis.call('HSET', KEYS[2], unpack(ARGV, 10)) end
+if #ARGV > 8 then redis.call('HSET', KEYS[2], unpack(ARGV, 9)) end
 redis.call('ZADD', KEYS[5], ARGV[5], ARGV[8])
 redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('EXPIRE', KEYS[3], ARGV[6])
 redis.call('EXPIRE', KEYS[4], ARGV[6])
-redis.call('EXPIRE', KEYS[6], ARGV[6])
 if ARGV[7] == '1' then redis.call('DEL', KEYS[1]) end
 return 1
 """
@@ -306,14 +319,14 @@ redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 """
 
-# KEYS: session, calls, call-ids, init, live; ARGV: session id, seconds to keep, then field/value
+# KEYS: session, calls, call-ids, live; ARGV: session id, seconds to keep, then field/value
 # pairs. A session closed or expired: the fields written (only to a record that exists, as
 # `UPDATE`), out of the live set, every key kept ARGV[2] seconds. One script rather than a MULTI
 # around `UPDATE`: a Redis Cluster client sends no script inside a transaction.
 FINISH = """
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], unpack(ARGV, 3)) end
-redis.call('ZREM', KEYS[5], ARGV[1])
-for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[2]) end
+redis.call('ZREM', KEYS[4], ARGV[1])
+for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[2]) end
 return 1
 """
 
@@ -363,6 +376,8 @@ class SessionStore:
         self.scripts = scripts
         self.active_ttl = int(session_ttl + record_ttl) + 1
         self.record_ttl = int(record_ttl) + 1
+        self.init_ttl = self.active_ttl + INIT_REFRESH
+        self._inits_kept: dict[str, float] = {}  # digest -> when this gateway last renewed it
         self._commit = redis.register_script(COMMIT)
         self._update = redis.register_script(UPDATE)
         self._finish = redis.register_script(FINISH)
@@ -390,14 +405,42 @@ class SessionStore:
         pipe.expire(session_key(session_id), seconds)
         pipe.expire(calls_key(session_id), seconds)
         pipe.expire(call_ids_key(session_id), seconds)
-        pipe.expire(init_key(session_id), seconds)
 
-    async def create(self, record: Record, custom_init: str | None = None) -> None:
-        """Store a new session's record, and its ``init_config`` when the caller gave one."""
+    async def put_init(self, text: str) -> str:
+        """Store a custom ``init_config``'s text once (a second session with the same text only
+        renews its expiry); its digest, for the record's ``init``."""
+        digest = init_digest(text)
+        key = init_key(digest)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(key, text, nx=True, ex=self.init_ttl)
+            pipe.expire(key, self.init_ttl)
+            await pipe.execute()
+        self._inits_kept[digest] = time.monotonic()
+        return digest
+
+    async def init_text(self, digest: str) -> str | None:
+        """A custom ``init_config``'s text by its digest (its expiry renewed); None when gone."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.get(init_key(digest))
+            pipe.expire(init_key(digest), self.init_ttl)
+            raw, _ = await pipe.execute()
+        return raw.decode() if isinstance(raw, bytes) else raw
+
+    async def keep_init(self, digest: str) -> None:
+        """Renew the expiry of an active session's custom ``init_config`` when this gateway has
+        not for ``INIT_REFRESH`` seconds: no round trip on most requests."""
+        now, last = time.monotonic(), self._inits_kept.get(digest)
+        if last is not None and now - last < INIT_REFRESH:
+            return
+        if len(self._inits_kept) >= MAX_INITS_KEPT:
+            self._inits_kept.clear()
+        self._inits_kept[digest] = now
+        await self.redis.expire(init_key(digest), self.init_ttl)
+
+    async def create(self, record: Record) -> None:
+        """Store a new session's record (its custom ``init_config`` stored first: `put_init`)."""
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(session_key(record.id), mapping=record.fields())
-            if custom_init is not None:
-                pipe.set(init_key(record.id), custom_init)
             pipe.zadd(live_key(record.id), {record.id: record.updated})
             self._expire_all(pipe, record.id, self.active_ttl)
             await pipe.execute()
@@ -419,7 +462,7 @@ class SessionStore:
         replies = await self._hot(
             self._lock_and_load,
             [lock.name, session_key(session_id), call_ids_key(session_id),
-             calls_key(session_id), live_key(session_id), init_key(session_id)],
+             calls_key(session_id), live_key(session_id)],
             [token, int(lock.timeout * 1000), call_id or "", session_id, repr(time.time()),
              self.active_ttl, "1" if touch else "0", token_hash or ""],
         )
@@ -437,11 +480,6 @@ class SessionStore:
             (Record.parse(session_id, raw) if raw else None),
             (int(index) if index is not None else None),
         )
-
-    async def custom_init(self, session_id: str) -> str | None:
-        """The JSON of the current epoch's custom ``init_config``; None for a scenario's."""
-        raw = await self.redis.get(init_key(session_id))
-        return raw.decode() if isinstance(raw, bytes) else raw
 
     async def agent_token_hash(self, session_id: str) -> str | None:
         return await self.redis.hget(session_key(session_id), "agent_token_hash")
@@ -482,12 +520,10 @@ class SessionStore:
         *,
         fields: dict[str, str] | None = None,
         release: bool = False,
-        custom_init: str | None = None,
-        drop_custom_init: bool = False,
     ) -> bool:
-        """Append ``entry`` (at index ``record.length``), write ``fields`` (and ``custom_init``, or
-        drop the one there) and the activity time, and refresh the expiry — only if ``lock`` is
-        still held; optionally release it. One round trip.
+        """Append ``entry`` (at index ``record.length``), write ``fields`` and the activity time,
+        and refresh the expiry — only if ``lock`` is still held; optionally release it. One round
+        trip.
 
         ``record`` is updated in place first (length when an entry is appended; ``updated``).
         False (and nothing written) when the lock's lease ran out. A commit that fails without
@@ -513,7 +549,6 @@ class SessionStore:
             self.active_ttl,
             "1" if release else "0",
             record.id,
-            "-" if drop_custom_init else "" if custom_init is None else "=" + custom_init,
         ]
         for name, value in changed.items():
             args += [name, value]
@@ -523,7 +558,6 @@ class SessionStore:
             calls_key(record.id),
             call_ids_key(record.id),
             live_key(record.id),
-            init_key(record.id),
         ]
         try:
             done = bool(await self._hot(self._commit, keys, args))
@@ -562,7 +596,7 @@ class SessionStore:
         record.status, record.sandbox, record.updated = status, None, now
         await self._finish(
             keys=[session_key(record.id), calls_key(record.id), call_ids_key(record.id),
-                  init_key(record.id), live_key(record.id)],
+                  live_key(record.id)],
             args=[record.id, self.record_ttl, "status", status, "sandbox", "", "updated",
                   repr(now)])
 

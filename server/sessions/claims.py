@@ -26,10 +26,16 @@ PING_TIMEOUT = 2.0  # seconds a sandbox is given to answer a ping
 
 async def epoch_start(store: SessionStore, record: Record, env: ServedEnv) -> Initial:
     """Where the record's current epoch started: its scenario's start (the catalogue's), or the
-    caller's own ``init_config``, stored with the session."""
+    caller's own ``init_config``, stored once for every session that starts from it."""
     if record.scenario is not None:
         return env.initial(record.scenario)
-    return Initial(await store.custom_init(record.id) or "{}")
+    if not record.init:
+        return Initial("{}")
+    text = await store.init_text(record.init)
+    if text is None:
+        raise ApiError(410, "SessionExpired", f"session {record.id} cannot be rebuilt: its "
+                       f"init_config (sha256 {record.init}) is no longer stored")
+    return Initial(text)
 
 
 @dataclass

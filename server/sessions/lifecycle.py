@@ -44,7 +44,7 @@ class Lifecycle:
     ) -> tuple[Record, ServedEnv, str, str | None]:
         """A new session on a loaded sandbox: (record, env, agent token, task)."""
         env = self.catalogue.env(env_id)
-        task, custom = None, None
+        task = None
         if scenario_id is not None:
             if init_config is not None:
                 raise invalid_request(
@@ -53,7 +53,6 @@ class Lifecycle:
             initial, task = env.initial(scenario_id), env.scenario(scenario_id).task
         else:
             initial = Initial.of(init_config or {})
-            custom = initial.text
         session_id = new_session_id()
         agent_token = f"{session_id}.{secrets.token_urlsafe(24)}"
         started = time.perf_counter()
@@ -78,7 +77,9 @@ class Lifecycle:
             updated=now,
         )
         try:
-            await self.store.create(record, custom)
+            if scenario_id is None:
+                record.init = await self.store.put_init(initial.text)
+            await self.store.create(record)
         except BaseException as exc:
             await self.claims.destroy_quietly(sandbox)
             if isinstance(exc, RedisError):

@@ -125,6 +125,8 @@ class SessionLocks:
                         if wait <= 0 or not await self._wait_for(lock, deadline):
                             raise self._busy(session_id)
                         record, seen = await self.store.load_for_call(session_id, call_id)
+                    if touch and record is not None and record.init and record.status == "active":
+                        await self.store.keep_init(record.init)
                 except TokenRefused:
                     raise unauthorized("invalid agent token") from None
                 except RedisError as exc:

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from common.jsoncodec import dumps, loads
+from common.jsoncodec import dumps
 from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone
 from sandbox.sandbox import Sandbox
 from server.auth import Principal
@@ -134,8 +134,6 @@ class Resets:
             "seed": seed,
             "time": time.time(),
         }
-        if custom:
-            marker["init_config"] = loads(initial.text)
         fields = {
             "scenario": scenario_id or "",
             "seed": str(seed),
@@ -147,9 +145,12 @@ class Resets:
         }
         committed = False
         try:
+            record.init = await self.store.put_init(initial.text) if custom else ""
+            if custom:
+                marker["init_sha256"] = record.init
+            fields["init"] = record.init
             committed = await self.store.commit(
-                record, lock, marker, fields=fields, release=True,
-                custom_init=initial.text if custom else None, drop_custom_init=not custom)
+                record, lock, marker, fields=fields, release=True)
         finally:
             if not committed:
                 await self.sandboxes.drop(record)

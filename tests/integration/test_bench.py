@@ -71,6 +71,8 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
 
     large = written["large_state"]
     assert large["small_call"]["n"] == config.large_state_calls
+    assert large["shared_custom_start"]["sessions"] == config.large_state_opens
+    assert large["shared_custom_start"]["init_bytes"] > 0
     for megabytes in config.large_state_sizes:
         size = large[f"order_desk-{megabytes:g}mb"]
         assert size["state_bytes"] > megabytes * 1_000_000 and size["reward"] == 1.0

@@ -11,7 +11,8 @@ import pytest
 
 from envformat.loader import load_env
 from server.embedded_redis import EmbeddedRedis
-from server.store import init_key, live_key, session_key
+from common.jsoncodec import dumps
+from server.store import INIT_REFRESH, init_digest, init_key, live_key, session_key
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import (
     COUNTER,
@@ -246,7 +247,7 @@ async def test_reset_same_seed_new_seed_other_scenario_and_init_config_in_the_sa
             (3, "counter-2", 5),
             (4, None, 5),
         ]
-        assert markers[-1]["init_config"] == {"counters": {"k": 4}}
+        assert markers[-1]["init_sha256"] == init_digest(dumps({"counters": {"k": 4}}))
         assert [e["index"] for e in entries] == list(range(len(entries)))
 
 
@@ -391,7 +392,7 @@ async def test_redis_layout_of_a_session(make_settings, redis_client) -> None:
             record["status"],
         ) == (COUNTER, "counter-1", "9", "1", "1", "active")
         # a scenario's initial configuration is the catalogue's: never copied into Redis
-        assert "init_config" not in record and not redis_client.exists(init_key(session_id))
+        assert "init_config" not in record and record["init"] == ""
         assert (
             json.loads(record["sandbox"])["id"]
             == (await client.get(f"/v1/sessions/{session_id}")).json()["sandbox_id"]
@@ -432,19 +433,24 @@ async def test_redis_layout_of_a_session(make_settings, redis_client) -> None:
             assert 950 < redis_client.ttl(key + suffix) <= 1001, suffix
 
 
-async def test_a_custom_init_config_is_stored_once_beside_the_record(make_settings,
-                                                                    redis_client) -> None:
-    """The caller's own start lives in ``:init`` (read to rebuild or reset, never by a call),
-    follows the session's expiry, and goes when the session resets to a scenario."""
+async def test_a_custom_init_config_is_stored_once_for_every_session_that_uses_it(
+        make_settings, redis_client) -> None:
+    """The caller's own start is stored once under its digest, however many sessions start from
+    it (read to rebuild or reset, never by a call); the records name it; it outlives them."""
     settings = make_settings(session_ttl=300.0, record_ttl=1000.0)
-    own = {"counters": {"x": 41}}
+    own, other = {"counters": {"x": 41}}, {"counters": {"y": 7}}
+    digest = init_digest(dumps(own))
+    init_ttl = 300 + 1000 + INIT_REFRESH
     async with running_gateway(settings) as (_, client):
-        session_id = (await create(client, COUNTER, init_config=own))["session_id"]
-        key = session_key(session_id)
-        assert "init_config" not in redis_client.hgetall(key)
-        assert json.loads(redis_client.get(init_key(session_id))) == own
+        sessions = [(await create(client, COUNTER, init_config=own))["session_id"]
+                    for _ in range(3)]
+        session_id = sessions[0]
+        assert [redis_client.hget(session_key(s), "init") for s in sessions] == [digest] * 3
+        assert "init_config" not in redis_client.hgetall(session_key(session_id))
+        assert redis_client.keys("envscaler:init:*") == [init_key(digest)]
+        assert json.loads(redis_client.get(init_key(digest))) == own
         await call(client, session_id, "increment", {"name": "x"})
-        assert 1250 < redis_client.ttl(init_key(session_id)) <= 1301
+        assert init_ttl - 50 < redis_client.ttl(init_key(digest)) <= init_ttl + 1
         # a rebuild starts from it: the sandbox killed, the next call replays on a new one
         kill_sandbox(sandbox_handle(redis_client, session_id), Path(settings.socket_root))
         assert (await call(client, session_id, "increment", {"name": "x"}))["result"]["data"][
@@ -453,5 +459,27 @@ async def test_a_custom_init_config_is_stored_once_beside_the_record(make_settin
         assert reset.status_code == 200, reset.text
         assert (await call(client, session_id, "increment", {"name": "x"}))["result"]["data"][
             "value"] == 42
+        await client.post(f"/v1/sessions/{session_id}/reset", json={"init_config": other})
+        assert len(redis_client.keys("envscaler:init:*")) == 2
         await client.post(f"/v1/sessions/{session_id}/reset", json={"scenario": "counter-1"})
-        assert not redis_client.exists(init_key(session_id))
+        assert redis_client.hget(session_key(session_id), "init") == ""
+        # the others still start from the shared copy
+        kill_sandbox(sandbox_handle(redis_client, sessions[1]), Path(settings.socket_root))
+        assert (await call(client, sessions[1], "increment", {"name": "x"}))["result"]["data"][
+            "value"] == 42
+        for closed in sessions:
+            await client.delete(f"/v1/sessions/{closed}")
+        assert redis_client.ttl(init_key(digest)) > redis_client.ttl(session_key(sessions[1]))
+
+
+async def test_a_session_whose_init_config_is_gone_says_so(make_settings, redis_client) -> None:
+    settings = make_settings()
+    async with running_gateway(settings) as (_, client):
+        session_id = (await create(client, COUNTER, init_config={"counters": {}}))["session_id"]
+        redis_client.delete(*redis_client.keys("envscaler:init:*"))
+        kill_sandbox(sandbox_handle(redis_client, session_id), Path(settings.socket_root))
+        gone = await client.post(f"/v1/sessions/{session_id}/calls",
+                                 json={"name": "increment", "arguments": {"name": "x"}})
+        assert gone.status_code == 410, gone.text
+        assert gone.json()["error"]["type"] == "SessionExpired"
+        assert "init_config" in gone.json()["error"]["message"]
