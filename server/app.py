@@ -23,7 +23,7 @@ from common.redisclient import connect
 from sandbox.backends import make_backend
 from sandbox.checkers import CheckerPool
 from sandbox.image_pools import ImagePools, requirement_sets
-from server import errors
+from server import errors, statesize
 from server.auth import Authenticator
 from server.catalogue import ServedCatalogue
 from server.fastcall import FastCalls
@@ -166,7 +166,8 @@ def create_app(
     errors.install(app)
     limits = settings.json_limits()
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
-                       max_argument_bytes=settings.max_argument_bytes, limits=limits)
+                       max_argument_bytes=settings.max_argument_bytes, limits=limits,
+                       state=statesize.state_limit(settings))
     # Tool calls, most of the traffic, skip the layers below (server.fastcall).
     app.add_middleware(FastCalls, max_bytes=call_body_bytes(settings.max_request_bytes,
                                                           settings.max_argument_bytes),

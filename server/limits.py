@@ -1,6 +1,11 @@
 """Limits on request bodies, as pure ASGI: their size (``ENVSCALER_MAX_REQUEST_BYTES``; for tool
 calls ``ENVSCALER_MAX_ARGUMENT_BYTES``) and the shape of their JSON (`server.jsonlimits`).
 
+A body that starts a session or a reset may carry the caller's own ``init_config``: a database,
+as large as the state a session may hold (`server.statesize.state_limit`) and with as many keys
+or items as it likes, so its size limit is that state limit and only the JSON limits that protect
+the gateway whatever the size (nesting depth, string length) apply to it.
+
 A body declared larger than its limit (``Content-Length``) is refused before any of it is read;
 a body without a length (chunked) is counted as it arrives and refused once it passes the limit.
 Either way the answer is 413 in the gateway's error shape, and the body is never held in memory
@@ -12,6 +17,8 @@ the event loop keeps serving other sessions meanwhile.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -19,12 +26,15 @@ from starlette.concurrency import run_in_threadpool
 from server import jsonlimits
 from server.errors import ApiError
 from server.jsonlimits import JsonLimits
+from server.statesize import StateLimit
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
 
 CALL_ENVELOPE_BYTES = 4096  # a call's body beyond its arguments: name, call id, keys
 OFFLOAD_BYTES = 65_536  # bodies larger than this are parsed and checked on a worker thread
+START_ENVELOPE_BYTES = 4096  # a session start's body beyond its init_config
+_START_PATH = re.compile(r"^/v1/sessions(/[^/]+/reset)?$")
 
 
 def call_body_bytes(max_request_bytes: int, max_argument_bytes: int) -> int:
@@ -37,30 +47,46 @@ def is_call_path(path: str) -> bool:
     return path.startswith("/v1/sessions/") and path.endswith("/calls")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Rule:
+    """How large a body may be, the answer past that, and the JSON limits it is held to."""
+
+    max_bytes: int
+    too_large: ApiError
+    json: JsonLimits
+
+
 class BodyLimit:
     def __init__(self, app: Any, max_bytes: int, max_argument_bytes: int,
-                 limits: JsonLimits) -> None:
+                 limits: JsonLimits, state: StateLimit) -> None:
         self.app = app
-        self.max_bytes = max_bytes
-        self.max_argument_bytes = max_argument_bytes
-        self.limits = limits
+        self.body = _Rule(max_bytes, ApiError(
+            413, "RequestTooLarge", f"the request body exceeds {max_bytes} bytes "
+            "(ENVSCALER_MAX_REQUEST_BYTES)"), limits)
+        call = call_body_bytes(max_bytes, max_argument_bytes)
+        self.call = self.body if call >= max_bytes else _Rule(call, ApiError(
+            413, "ArgumentsTooLarge", f"a tool call's body exceeds {call} bytes: its arguments "
+            f"may take {max_argument_bytes} (ENVSCALER_MAX_ARGUMENT_BYTES)"), limits)
+        start = max(max_bytes, state.max_bytes + START_ENVELOPE_BYTES)
+        self.start = _Rule(start, ApiError(
+            413, "StateTooLarge", f"the request body exceeds {start:,} bytes: a session may start "
+            f"from up to {state.max_bytes:,} bytes of state, set by {state.because}"),
+            dataclasses.replace(limits, items=start, keys=start))
 
-    def _limit(self, path: str) -> tuple[int, ApiError]:
-        """The body limit of a request to ``path``, and the answer to a body past it."""
+    def _rule(self, scope: Scope) -> _Rule:
+        path = scope["path"]
         if is_call_path(path):
-            limit = call_body_bytes(self.max_bytes, self.max_argument_bytes)
-            if limit < self.max_bytes:
-                return limit, ApiError(
-                    413, "ArgumentsTooLarge", f"a tool call's body exceeds {limit} bytes: its "
-                    f"arguments may take {self.max_argument_bytes} (ENVSCALER_MAX_ARGUMENT_BYTES)")
-        return self.max_bytes, ApiError(413, "RequestTooLarge", f"the request body exceeds "
-                                        f"{self.max_bytes} bytes (ENVSCALER_MAX_REQUEST_BYTES)")
+            return self.call
+        if scope["method"] == "POST" and _START_PATH.match(path):
+            return self.start
+        return self.body
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit, too_large = self._limit(scope["path"])
+        rule = self._rule(scope)
+        limit, too_large = rule.max_bytes, rule.too_large
         length = _declared_length(scope)
         if length == 0:
             await self.app(scope, receive, send)
@@ -84,19 +110,21 @@ class BodyLimit:
         body = b"".join(chunks)
         try:
             if len(body) > OFFLOAD_BYTES:
-                await run_in_threadpool(self._check, body)
+                await run_in_threadpool(_check, body, rule.json)
             else:
-                self._check(body)
+                _check(body, rule.json)
         except ApiError as exc:
             await exc.response()(scope, receive, send)
             return
         await self.app(scope, replay([_request(body)], receive), send)
 
-    def _check(self, body: bytes) -> None:
-        try:
-            jsonlimits.loads(body, self.limits)
-        except ValueError:
-            pass  # not JSON: the route answers 422 InvalidRequest, as it always did
+
+
+def _check(body: bytes, limits: JsonLimits) -> None:
+    try:
+        jsonlimits.loads(body, limits)
+    except ValueError:
+        pass  # not JSON: the route answers 422 InvalidRequest, as it always did
 
 
 def _declared_length(scope: Scope) -> int | None:

@@ -63,8 +63,8 @@ def refuse_too_large(size: int, limit: StateLimit) -> None:
 
 def start_size(settings: Settings, env: ServedEnv, scenario_id: str | None) -> int:
     """About how large a session's state is, for its deadlines: its scenario's start, or at
-    most a request's body (a caller's own ``init_config``)."""
-    return env.initial(scenario_id).size if scenario_id else settings.max_request_bytes
+    most the largest start there may be (a caller's own ``init_config``)."""
+    return env.initial(scenario_id).size if scenario_id else state_limit(settings).max_bytes
 
 
 def _seconds(size: int) -> float:

@@ -118,8 +118,8 @@ def test_json_past_its_limits_is_refused_and_the_session_goes_on(
              "ArgumentsTooLarge", None, "ENVSCALER_MAX_ARGUMENT_BYTES"),
             ("/v1/sessions", b'{"env": "counter_lab", "init_config": {"a": '
              + nested(100_000) + b"}}", 422, "JsonTooComplex", "body", "ENVSCALER_MAX_JSON_DEPTH"),
-            ("/v1/sessions", json.dumps({"env": COUNTER, "init_config": {"a": [0] * 1_000_000}})
-             .encode(), 422, "JsonTooComplex", "body.init_config.a", "ENVSCALER_MAX_JSON_ITEMS"),
+            ("/v1/sessions", json.dumps({"env": COUNTER, "init_config": {"a": [0] * 6_000_000}})
+             .encode(), 413, "StateTooLarge", None, "ENVSCALER_MAX_STATE_BYTES"),
             (f"/v1/sessions/{session_id}/reset", b'{"init_config": {"a": ' + nested(40) + b"}}",
              422, "JsonTooComplex", "body.init_config.a" + ".0" * 30, "ENVSCALER_MAX_JSON_DEPTH"),
         ]
@@ -135,6 +135,14 @@ def test_json_past_its_limits_is_refused_and_the_session_goes_on(
             while b"}}" not in answer and (chunk := sock.recv(65536)):
                 answer += chunk
         assert answer.startswith(b"HTTP/1.1 413") and b"ArgumentsTooLarge" in answer, answer
+
+        # A session's start may be a database: more keys and items than any other body may
+        # hold, within the size of a state.
+        rows = {f"k{i}": [0] * (ITEMS + 1) for i in range(KEYS + 1)}
+        opened = client.post("/v1/sessions", json={"env": COUNTER, "init_config": {"rows": rows}})
+        assert opened.status_code == 201, opened.text[:300]
+        started = client.get(f"/v1/sessions/{opened.json()['session_id']}/state")
+        assert started.json()["state"]["rows"] == rows
 
         # Nothing was recorded; the session goes on and its trajectory reads.
         answer = client.post(calls, content=call_body({"name": "a"}))
