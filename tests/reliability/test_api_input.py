@@ -41,7 +41,8 @@ def gateway(redis_url: str, sandbox_image: str, socket_root: Path, catalogue_roo
     settings = Settings(redis_url=own_redis_db(redis_url, 6), catalogue=catalogue_root,
                         sandbox_backend="docker", sandbox_image=sandbox_image,
                         socket_root=socket_root, pool_size=1, max_sandboxes=16, call_timeout=3.0,
-                        max_request_bytes=LIMIT, log_level="WARNING", api_keys=[])
+                        max_request_bytes=LIMIT, max_state_bytes=LIMIT, log_level="WARNING",
+                        api_keys=[])
     with gateway_process(settings, tmp_path_factory.mktemp("api") / "gw.log") as process:
         yield process
 
@@ -60,9 +61,14 @@ def assert_refused(response: httpx.Response, statuses: set[int]) -> dict[str, An
 
 def test_oversized_bodies_are_refused_with_413(gateway: GatewayProcess) -> None:
     with httpx.Client(base_url=gateway.url, timeout=30) as client:
+        # A session's start is bounded by the state limit (its body by that and an envelope).
         big = {"env": "counter_lab", "init_config": {"pad": "x" * (LIMIT + 1)}}
         error = assert_refused(client.post("/v1/sessions", json=big), {413})
-        assert error["type"] == "RequestTooLarge" and str(LIMIT) in error["message"]
+        assert error["type"] == "StateTooLarge" and f"{LIMIT:,} bytes" in error["message"]
+        assert "ENVSCALER_MAX_STATE_BYTES" in error["message"]
+        bigger = {"env": "counter_lab", "init_config": {"pad": "x" * (2 * LIMIT)}}
+        error = assert_refused(client.post("/v1/sessions", json=bigger), {413})
+        assert error["type"] == "StateTooLarge" and "ENVSCALER_MAX_STATE_BYTES" in error["message"]
 
         session = client.post("/v1/sessions", json={"env": "counter_lab", "scenario": "counter-1"})
         assert session.status_code == 201, session.text
