@@ -5,13 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from server import statesize
 from server.auth import Principal
 from server.catalogue import ServedCatalogue, ServedEnv
 from server.sessions.access import check_session_id, checked, read_checked, require_active
 from server.sessions.locking import SessionLocks
 from server.sessions.sandboxes import SessionSandboxes
-from server.settings import Settings
 from server.store import Record, SessionStore
 
 
@@ -19,7 +17,6 @@ from server.store import Record, SessionStore
 class Reads:
     """``GET /v1/sessions/{id}``, ``/tools``, ``/trajectory`` and ``/state``."""
 
-    settings: Settings
     store: SessionStore
     catalogue: ServedCatalogue
     locks: SessionLocks
@@ -53,14 +50,7 @@ class Reads:
         check_session_id(session_id)
         async with self.locks.locked(session_id) as held:
             record = checked(session_id, held.record, caller)
-            size = statesize.start_size(self.settings, self.catalogue.env(record.env),
-                                        record.scenario)
-            timeout = statesize.read_timeout(self.settings, size)
-            state = await self.sandboxes.with_sandbox(
-                record,
-                held.lock,
-                lambda s: s.state(timeout=timeout, executed=record.executed),
-            )
-            if record.status == "active":
-                await self.store.commit(record, held.lock, release=True)
+            state = await self.sandboxes.read(
+                record, held.lock, self.catalogue.env(record.env),
+                lambda sandbox, timeout: sandbox.state(timeout=timeout, executed=record.executed))
         return record, state

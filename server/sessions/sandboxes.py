@@ -18,6 +18,8 @@ from sandbox.errors import (
     SandboxUnavailable,
 )
 from sandbox.sandbox import Sandbox
+from server import statesize
+from server.catalogue import ServedEnv
 from server.metrics import Metrics
 from server.sessions import faults
 from server.sessions.claims import PING_TIMEOUT, SandboxClaims
@@ -222,6 +224,17 @@ class SessionSandboxes:
                 if not active:
                     await self.claims.release_quietly(sandbox, record.env)
         raise AssertionError("unreachable")
+
+    async def read(self, record: Record, lock: SessionLock, env: ServedEnv,
+                   op: Callable[[Sandbox, float], Awaitable[T]]) -> T:
+        """``op`` reading the session's state (its state, or its snapshot) with the deadline of
+        the state's size, then releasing ``lock``: reading an active session is activity."""
+        timeout = statesize.read_timeout(
+            self.settings, statesize.start_size(self.settings, env, record.scenario))
+        result = await self.with_sandbox(record, lock, lambda sandbox: op(sandbox, timeout))
+        if record.status == "active":
+            await self.store.commit(record, lock, release=True)
+        return result
 
     async def forget_stale(self) -> None:
         """Drop held sandboxes of sessions that another gateway closed or expired."""

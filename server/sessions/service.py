@@ -50,7 +50,7 @@ class SessionService:
                                           rebuilds, metrics)
         self.expiry = SessionExpiry(settings, self.store, self.locks, self.sandboxes, metrics)
         lifecycle = Lifecycle(self.store, catalogue, self.locks, claims, self.sandboxes, metrics)
-        reads = Reads(settings, self.store, catalogue, self.locks, self.sandboxes)
+        reads = Reads(self.store, catalogue, self.locks, self.sandboxes)
         validation = Validation(settings, self.store, catalogue, self.locks, self.sandboxes,
                                 checkers, metrics)
         self.create = lifecycle.create

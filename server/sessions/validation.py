@@ -57,15 +57,10 @@ class Validation:
             env = self.catalogue.env(record.env)
             scenario = _scenario_with_checks(record, env)
             checklist = list(scenario.checklist)
-            timeout = statesize.read_timeout(
-                self.settings, statesize.start_size(self.settings, env, record.scenario))
-            snapshot = await self.sandboxes.with_sandbox(
-                record,
-                held.lock,
-                lambda s: s.snapshot(timeout=timeout, executed=record.executed),
-            )
-            if record.status == "active":
-                await self.store.commit(record, held.lock, release=True)
+            snapshot = await self.sandboxes.read(
+                record, held.lock, env,
+                lambda sandbox, timeout: sandbox.snapshot(timeout=timeout,
+                                                          executed=record.executed))
         # Judged after the lock is released: the states are taken, the session may go on.
         budget = statesize.check_budget(self.settings, snapshot.initial, snapshot.final)
         results = await self._judge([item.check_func for item in checklist], snapshot, budget)
