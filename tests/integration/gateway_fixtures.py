@@ -388,7 +388,28 @@ uvicorn.run(create_app(settings, sandbox_labels=labels), host="127.0.0.1",
 """
 
 
-class GatewayProcess:
+class ChildProcess:
+    """A service under test in a process of its own: ``process`` once started."""
+
+    process: subprocess.Popen[bytes] | None = None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no clean-up, as when a machine or container dies."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM, and SIGKILL after 20 s."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class GatewayProcess(ChildProcess):
     """A gateway in its own process (uvicorn), for restarts and several gateways on one Redis."""
 
     def __init__(self, settings: Settings, labels: dict[str, str], log_path: Path) -> None:
@@ -435,20 +456,6 @@ class GatewayProcess:
         raise AssertionError(
             f"gateway not ready in {timeout:g} s: {self.log_path.read_text()[-3000:]}"
         )
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown, no clean-up, as when a machine or container dies."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
     def remove_sandboxes(self, socket_root: Path) -> None:
         """Remove what killed instances left (other gateways would reap it, but later)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from sandbox.remote.host import HostAddress, SandboxHost
 from common.redisclient import connect
 from sandbox.remote.registry import HOSTS_KEY, HostInfo, HostRegistry
 from tests.conftest import REPO_ROOT, SOCKET_ROOT, TEST_LABELS, new_instance
-from tests.integration.gateway_fixtures import free_port
+from tests.integration.gateway_fixtures import ChildProcess, free_port
 
 SECRET = "test-cluster-secret"
 
@@ -59,8 +58,9 @@ async def host_in_process(redis_url: str, name: str, auth: ClusterAuth,
         shutil.rmtree(root, ignore_errors=True)
 
 
-class HostProcess:
-    """`envscaler sandbox host` with the process backend, in a process of its own."""
+class HostProcess(ChildProcess):
+    """`envscaler sandbox host` with the process backend, in a process of its own (killed, as
+    when its node dies: its runtimes die with it, PR_SET_PDEATHSIG)."""
 
     def __init__(self, redis_url: str, name: str, log_path: Path, pool_size: int = 2) -> None:
         self.root = host_root(name)
@@ -101,17 +101,6 @@ class HostProcess:
             client.close()
         return None
 
-    def kill(self) -> None:
-        """SIGKILL, as when its node dies (its runtimes die with it: PR_SET_PDEATHSIG)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
-
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        super().stop()
         shutil.rmtree(self.root, ignore_errors=True)
