@@ -119,7 +119,6 @@ class BodyLimit:
         await self.app(scope, replay([_request(body)], receive), send)
 
 
-
 def _check(body: bytes, limits: JsonLimits) -> None:
     try:
         jsonlimits.loads(body, limits)
