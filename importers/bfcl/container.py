@@ -95,7 +95,7 @@ def execute(checkout: Checkout, questions: list[dict[str, Any]], image: str,
         job, out = _job(Path(directory), checkout, questions)
         try:
             client = docker.from_env(timeout=int(deadline) + ENGINE_SLACK)
-            container = client.containers.create(image, **_container_options(settings, {
+            container = client.containers.create(image, **_container_options(settings, image, {
                 str(checkout.import_root()): {"bind": CODE, "mode": "ro"},
                 str(job): {"bind": JOB, "mode": "ro"}, str(out): {"bind": OUT, "mode": "rw"}}))
         except (DockerException, OSError) as exc:  # OSError: the engine's connection failing
@@ -135,16 +135,16 @@ def _job(directory: Path, checkout: Checkout,
     return job, out
 
 
-def _container_options(settings: Settings, volumes: dict[str, dict[str, str]]) -> dict[str, Any]:
-    return {"command": ["python3", "-s", "-m", RUNNER_MODULE, f"{JOB}/{JOB_FILE}",
+def _container_options(settings: Settings, image: str,
+                       volumes: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """The sandboxes' confinement, as nobody, running the runner on the job."""
+    from sandbox.backends.docker import confinement
+
+    return {**confinement(settings.sandbox_config(image=image)),
+            "command": ["python3", "-s", "-m", RUNNER_MODULE, f"{JOB}/{JOB_FILE}",
                         f"{OUT}/{OUT_FILE}"],
             "environment": {"PYTHONPATH": JOB}, "user": "65534:65534", "volumes": volumes,
-            "network_mode": "none", "network_disabled": True, "read_only": True,
-            "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "ipc_mode": "none",
-            "mem_limit": settings.sandbox_memory, "memswap_limit": settings.sandbox_memory,
-            "nano_cpus": int(settings.sandbox_cpus * 1e9), "pids_limit": settings.sandbox_pids,
-            "runtime": settings.sandbox_runtime,
-            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={settings.sandbox_tmpfs}"}}
+            "network_disabled": True}
 
 
 def _run(container: Any, deadline: float, progress: Progress) -> str | None:

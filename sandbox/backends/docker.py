@@ -150,14 +150,10 @@ class DockerBackend(SandboxBackend):
                         role: str, image: str | None) -> dict[str, Any]:
         cfg = self.config
         host_config = self.client.api.create_host_config(
+            **confinement(cfg),
             # Root with only these: the keeper and the checker run untrusted code as another
             # user, which can then neither signal nor trace them (runtime/contain.py).
-            network_mode="none", read_only=True, cap_drop=["ALL"], cap_add=TRUSTED_CAPABILITIES,
-            security_opt=["no-new-privileges"],
-            mem_limit=cfg.sandbox_memory, memswap_limit=cfg.sandbox_memory,
-            nano_cpus=int(cfg.sandbox_cpus * 1e9),
-            pids_limit=cfg.sandbox_pids, ipc_mode="none", runtime=cfg.sandbox_runtime, init=True,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.sandbox_tmpfs}"},
+            cap_add=TRUSTED_CAPABILITIES, init=True,
             binds={str(directory): {"bind": SOCKET_IN_CONTAINER, "mode": "rw"}},
             log_config=_log_config(cfg.sandbox_log_size),
         )
@@ -437,6 +433,19 @@ class DockerBackend(SandboxBackend):
             log.warning("could not remove this instance's sandboxes: %s", exc)
         shutil.rmtree(self.config.socket_root / self.instance, ignore_errors=True)
         await self.heartbeat.stop()
+
+
+def confinement(cfg: SandboxConfig) -> dict[str, Any]:
+    """What holds every container that runs untrusted code (keyword arguments of the Docker SDK's
+    ``create_host_config`` and ``containers.create`` alike): no network, a read-only root, no
+    capabilities, no privilege gain, no shared IPC, and the sandboxes' memory, CPU, process and
+    ``/tmp`` limits and runtime."""
+    return {"network_mode": "none", "read_only": True, "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"], "ipc_mode": "none",
+            "mem_limit": cfg.sandbox_memory, "memswap_limit": cfg.sandbox_memory,
+            "nano_cpus": int(cfg.sandbox_cpus * 1e9), "pids_limit": cfg.sandbox_pids,
+            "runtime": cfg.sandbox_runtime,
+            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={cfg.sandbox_tmpfs}"}}
 
 
 def _log_config(log_size: str) -> dict[str, Any]:
