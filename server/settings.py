@@ -32,6 +32,11 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list,
                                                      description="comma-separated admin keys")
     log_level: str = "INFO"
+    access_log: bool = Field(False, description="uvicorn's line per HTTP request at INFO (off: "
+                             "tool calls are summarised, see log_summary_seconds)")
+    log_summary_seconds: float = Field(60.0, gt=0, description="seconds between a gateway "
+                                       "process's summary lines of its tool calls (each call's "
+                                       "own line is DEBUG)")
     workers: int | None = Field(None, ge=1, description="gateway worker processes of `envscaler "
                                 "serve`; unset: one per CPU this process may run on")
     worker_restart_delay: float = Field(1.0, gt=0, description="seconds before a gateway "
@@ -102,12 +107,13 @@ class Settings(BaseSettings):
     max_json_items: int = Field(10_000, ge=1, description="most items of one JSON array")
     max_json_keys: int = Field(1_000, ge=1, description="most keys of one JSON object")
     max_json_string: int = Field(262_144, ge=64, description="longest JSON string (characters)")
-    max_session_calls: int = Field(10_000, ge=1, description="trajectory entries (calls and "
-                                   "resets) of one session (beyond: 413 QuotaExceeded)")
-    max_trajectory_bytes: int = Field(33_554_432, ge=65_536, description="JSON bytes of one "
-                                      "session's trajectory (beyond: 413 QuotaExceeded)")
+    max_session_calls: int = Field(10_000, ge=1, description="trajectory entries of one "
+                                   "episode (epoch) of a session (beyond: 413 QuotaExceeded)")
+    max_trajectory_bytes: int = Field(33_554_432, ge=65_536, description="JSON bytes of the "
+                                      "trajectory a session keeps (the episode that ended last "
+                                      "and the current one; beyond: 413 QuotaExceeded)")
     max_session_result_bytes: int = Field(16_777_216, ge=65_536, description="JSON bytes of all "
-                                          "results of one session (beyond: 413 QuotaExceeded)")
+                                          "results of one episode (beyond: 413 QuotaExceeded)")
     header_timeout: float = Field(10.0, gt=0, description="seconds a connection may take to send "
                                   "a request's head (beyond: closed)")
     body_timeout: float = Field(30.0, gt=0, description="seconds a request's body may take to "

@@ -8,6 +8,7 @@ from redis.asyncio import Redis
 from sandbox.backends.base import SandboxBackend
 from sandbox.checkers import CheckerPool
 from sandbox.image_pools import ImagePools
+from server.callsummary import CallSummary
 from server.catalogue import ServedCatalogue
 from server.metrics import Metrics
 from server.redis_scripts import ScriptClient
@@ -59,8 +60,9 @@ class SessionService:
         self.tools = reads.tools
         self.trajectory = reads.trajectory
         self.state = reads.state
+        self.summary = CallSummary(settings.log_summary_seconds)
         self.call = ToolCalls(settings, self.store, catalogue, self.locks, self.sandboxes,
-                              metrics).call
+                              metrics, self.summary).call
         self.reset = Resets(settings, self.store, catalogue, self.locks, claims,
                             self.sandboxes).reset
         self.validate = validation.validate
@@ -70,9 +72,11 @@ class SessionService:
     def start(self) -> None:
         self.locks.start()
         self.expiry.start()
+        self.summary.start()
 
     async def close(self) -> None:
         await self.expiry.close()
+        await self.summary.close()
         self.locks.close()
         self.sandboxes.close()
         if self.scripts is not None:
