@@ -128,6 +128,8 @@ class Settings(BaseSettings):
                                "is killed")
     record_ttl: float = Field(86_400.0, gt=0, description="seconds a session's record outlives "
                               "its sandbox")
+    snapshot_ttl: float = Field(86_400.0, gt=0, description="seconds a session snapshot is "
+                                "kept after it was taken or last opened")
     web_ui: bool = Field(True, description="serve the web page at /ui/ (false: the API alone)")
 
     @field_validator("redis_url", "sandbox_image", "sandbox_runtime", "workers", "cluster_secret",

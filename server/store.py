@@ -114,6 +114,7 @@ import hashlib
 import os
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -469,10 +470,13 @@ class SessionStore:
         self._inits_kept[digest] = now
         await self.redis.expire(init_key(digest), self.init_ttl)
 
-    async def create(self, record: Record) -> None:
-        """Store a new session's record (its custom ``init_config`` stored first: `put_init`)."""
+    async def create(self, record: Record, entries: Sequence[dict[str, Any]] = ()) -> None:
+        """Store a new session's record (its custom ``init_config`` stored first: `put_init`)
+        and, for one opened at another's point, the entries it starts with."""
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(session_key(record.id), mapping=record.fields())
+            if entries:
+                pipe.rpush(calls_key(record.id), *(dumps(entry) for entry in entries))
             pipe.zadd(live_key(record.id), {record.id: record.updated})
             self._expire_all(pipe, record.id, self.active_ttl)
             await pipe.execute()

@@ -16,6 +16,7 @@ from server.sessions.claims import SandboxClaims
 from server.sessions.expiry import SessionExpiry
 from server.sessions.lifecycle import Lifecycle
 from server.sessions.locking import SessionLocks
+from server.sessions.points import Points
 from server.sessions.reads import Reads
 from server.sessions.replay import Rebuilds
 from server.sessions.reset import Resets
@@ -28,7 +29,8 @@ from server.store import SessionStore
 
 class SessionService:
     """What the routes and the MCP door call: ``create``, ``info``, ``tools``, ``trajectory``,
-    ``call``, ``state``, ``validate``, ``reset``, ``delete``, ``expire_idle``, ``live_count``."""
+    ``call``, ``state``, ``validate``, ``reset``, ``fork``, ``snapshot``, ``open_snapshot``,
+    ``delete``, ``expire_idle``, ``live_count``."""
 
     def __init__(
         self,
@@ -66,6 +68,11 @@ class SessionService:
         self.reset = Resets(settings, self.store, catalogue, self.locks, claims,
                             self.sandboxes).reset
         self.validate = validation.validate
+        points = Points(settings, redis, self.store, catalogue, self.locks, claims,
+                        self.sandboxes, metrics)
+        self.fork = points.fork
+        self.snapshot = points.snapshot
+        self.open_snapshot = points.open_snapshot
         self.expire_idle = self.expiry.expire_idle
         self.live_count = self.store.live_count
 
