@@ -37,7 +37,6 @@ class BenchConfig:
         default_factory=lambda: {"open": (64, 256), "reset": (64, 256)})
     episode_window: float = 5.0     # lanes start episodes for this long (each runs one at least)
     inprocess_seconds: float = 2.0  # in-process episodes, timed for at least this long
-    max_containers_per_second: float = 100.0  # ENVSCALER_SANDBOX_CREATE_RATE of the gateway
     # the large-state environment (bench/largestate.py): database sizes (MB), and per size the
     # sessions opened, calls, state reads and validations, one at a time
     large_state_sizes: tuple[float, ...] = (1, 3, 30)

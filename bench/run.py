@@ -97,8 +97,7 @@ class Run:
                      "probes": {e: p.body() | {"scenario": p.scenario} for e, p in probes.items()}},
             "config": config.to_dict()}
         scratch = Path(tempfile.mkdtemp(prefix="envscaler-bench-"))
-        gateway = Gateway(GatewayOptions(workers=config.workers, pool_size=config.pool_size,
-                                         create_rate=config.max_containers_per_second),
+        gateway = Gateway(GatewayOptions(workers=config.workers, pool_size=config.pool_size),
                           image, scratch)
         self.gateways.append(gateway)
         left = 0
@@ -320,9 +319,7 @@ class Run:
 
     def cold_creation(self, image: str, scratch: Path, probe_: Any) -> dict[str, Any]:
         started = time.perf_counter()
-        gateway = Gateway(GatewayOptions(workers=1, pool_size=0,
-                                         create_rate=self.config.max_containers_per_second),
-                          image, scratch)
+        gateway = Gateway(GatewayOptions(workers=1, pool_size=0), image, scratch)
         self.gateways.append(gateway)
         try:
             gateway.start()
@@ -345,7 +342,6 @@ class Run:
                                            beside=(Settings().catalogue / probe_.env,))
         gateway = Gateway(GatewayOptions(workers=config.workers,
                                          pool_size=config.large_state_opens + 2,
-                                         create_rate=config.max_containers_per_second,
                                          env={"ENVSCALER_CATALOGUE": str(catalogue)}),
                           image, scratch)
         self.gateways.append(gateway)

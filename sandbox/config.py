@@ -73,8 +73,7 @@ class SandboxConfig:
     start_timeout: float = 20.0
     pool_size: int = 4
     max_sandboxes: int = 1024
-    sandbox_create_rate: float = 20.0  # sandbox creations per second, warm and cold starts
-    create_concurrency: int = 4
+    sandbox_create_concurrency: int = 8  # sandbox creations in flight at once, per pool
     heartbeat_interval: float = 5.0
     docker_timeout: float = 15.0  # seconds for a Docker engine request, and for a free thread
     docker_threads: int = 16  # threads of the Docker backend's own for engine calls

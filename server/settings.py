@@ -78,7 +78,10 @@ class Settings(BaseSettings):
                                 "calls, apart from every other thread")
     pool_size: int = Field(8, ge=0)
     max_sandboxes: int = Field(1024, ge=1)
-    sandbox_create_rate: float = Field(20.0, gt=0)
+    sandbox_create_concurrency: int = Field(8, ge=1, le=256, description="sandboxes a gateway "
+                                            "process creates at once; a burst of opens beyond "
+                                            "waits its turn (up to the start timeout), never a "
+                                            "fixed rate")
 
     call_timeout: float = Field(5.0, gt=0)
     load_timeout: float = Field(10.0, gt=0, description="seconds to load or reset an environment "
@@ -191,6 +194,7 @@ class Settings(BaseSettings):
             sandbox_cpus=self.sandbox_cpus, sandbox_pids=self.sandbox_pids,
             sandbox_tmpfs=self.sandbox_tmpfs, sandbox_log_size=self.sandbox_log_size,
             socket_root=self.socket_root, pool_size=0 if remote else self.pool_size,
-            max_sandboxes=self.max_sandboxes, sandbox_create_rate=self.sandbox_create_rate,
+            max_sandboxes=self.max_sandboxes,
+            sandbox_create_concurrency=self.sandbox_create_concurrency,
             docker_timeout=self.docker_timeout, docker_threads=self.docker_threads,
             labels=labels or {}, cluster=self.cluster_config())
