@@ -39,7 +39,7 @@ class GatewayOptions:
     workers: int | None = None   # None: `envscaler serve`'s default
     pool_size: int = 8            # per worker
     max_sandboxes: int = 1024     # per worker
-    log_level: str = "WARNING"
+    log_level: str = "INFO"        # the gateway's default: what its users run
     env: dict[str, str] = field(default_factory=dict)
 
 
