@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from server import strictjson
 from server.auth import SESSION_ID_PATTERN
@@ -181,12 +181,13 @@ class CreateSession(BaseModel):
         },
     )
 
-    env: str | None = Field(None, description="Environment id (may be omitted with a "
-                            "`snapshot`, which names its own)", min_length=1, max_length=200)
     snapshot: str | None = Field(
         None, description="Open the session at a snapshot's point (`POST "
         "/v1/sessions/{id}/snapshot`), instead of a scenario or `init_config`",
         min_length=64, max_length=64, pattern="^[0-9a-f]{64}$")
+    env: str | None = Field(None, description="Environment id (may be omitted with a "
+                            "`snapshot`, which names its own)", min_length=1, max_length=200,
+                            validate_default=True)
     scenario: str | None = Field(
         None, description="Scenario id; omit to start from `init_config`", max_length=200
     )
@@ -195,21 +196,26 @@ class CreateSession(BaseModel):
         description="Initial state when no scenario is given (default `{}`); no checklist then",
     )
 
+    @field_validator("env")
+    @classmethod
+    def _env_or_snapshot(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and info.data.get("snapshot") is None:
+            raise ValueError("env is required (or a snapshot)")
+        return value
+
+    @field_validator("scenario", "init_config")
+    @classmethod
+    def _not_with_a_snapshot(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("snapshot") is not None:
+            raise ValueError("a snapshot is its own start: give no scenario or init_config")
+        return value
+
     @field_validator("init_config")
     @classmethod
     def _strict_json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         return _strict_init_config(value)
 
     seed: int = Field(0, description="Seed of the environment's randomness", ge=0, le=2**63 - 1)
-
-    @model_validator(mode="after")
-    def _one_start(self) -> CreateSession:
-        if self.snapshot is None:
-            if self.env is None:
-                raise ValueError("env is required (or a snapshot)")
-        elif self.scenario is not None or self.init_config is not None:
-            raise ValueError("a snapshot is its own start: give no scenario or init_config")
-        return self
 
 
 class ForkRequest(BaseModel):
