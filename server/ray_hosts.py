@@ -58,9 +58,10 @@ class HostActor:
         assert settings.redis_url is not None
         self._redis = connect(settings.redis_url)
         address = f"{ray.util.get_node_ip_address()}:0"
-        self._host = SandboxHost(SandboxPool(backend, config), settings.cluster_auth(),
-                                 HostRegistry(self._redis), HostAddress(address, address),
-                                 settings.host_heartbeat)
+        auth = settings.cluster_auth()
+        self._host = SandboxHost(SandboxPool(backend, config), auth,
+                                 HostRegistry(self._redis, auth.secret),
+                                 HostAddress(address, address), settings.host_heartbeat)
         await self._host.start()
         return {"id": self._host.id, "address": self._host.address.advertise}
 

@@ -37,7 +37,8 @@ async def run_host(settings: Settings, address: HostAddress,
     redis = connect(settings.redis_url, socket_connect_timeout=settings.redis_timeout,
                     socket_timeout=settings.redis_timeout)
     pool = SandboxPool(make_backend(config, settings.instance), config)
-    host = SandboxHost(pool, settings.cluster_auth(), HostRegistry(redis), address,
+    auth = settings.cluster_auth()
+    host = SandboxHost(pool, auth, HostRegistry(redis, auth.secret), address,
                        settings.host_heartbeat)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
