@@ -123,13 +123,14 @@ def _ray_hosts(address: str, settings: Settings) -> Iterator[None]:
     try:
         import ray
 
-        from server.ray_hosts import RayHosts, environment
+        from server.ray_hosts import RayHosts
+        from server.sandbox_host import host_settings
     except ImportError:
         console.print("[red]error:[/red] --ray needs Ray: pip install .[ray]")
         raise typer.Exit(2) from None
-    os.environ.setdefault("ENVSCALER_CLUSTER_SECRET", secrets.token_hex(32))
+    secret = os.environ.setdefault("ENVSCALER_CLUSTER_SECRET", secrets.token_hex(32))
     ray.init(address=address)  # its SIGTERM handler exits by SystemExit: the clean-up runs
-    hosts = RayHosts(environment())
+    hosts = RayHosts(host_settings(settings.model_copy(update={"cluster_secret": secret})))
     try:
         with console.status("starting a sandbox host on each node"):
             hosts.sync()

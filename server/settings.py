@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from sandbox.checkers import CheckBudget
 from sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig, parse_size, secret_problem
@@ -197,3 +202,14 @@ class Settings(BaseSettings):
             docker_timeout=self.docker_timeout, docker_threads=self.docker_threads,
             labels=labels or {}, cluster=self.cluster_config())
 
+
+class GivenSettings(Settings):
+    """Settings from the values given alone, never from this process's environment: what a
+    process handed its settings explicitly (a Ray host actor) is configured by them only."""
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   init_settings: PydanticBaseSettingsSource,
+                                   **sources: PydanticBaseSettingsSource
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
