@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from cli._common import DEFAULT_CATALOGUE, CataloguePath
+from cli._common import settings as load_settings
 from cli.sandbox_cmd import requirement_images
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def serve(
     from server.settings import Settings
 
     os.environ["ENVSCALER_CATALOGUE"] = str(catalogue.resolve())  # for the workers too
-    settings = Settings()
+    settings = load_settings()
     if not settings.api_keys:
         if not _is_loopback(host):
             console.print(f"[red]error:[/red] refusing to bind {host} with no API keys; set "

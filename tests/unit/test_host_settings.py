@@ -1,6 +1,6 @@
 """What a sandbox host started elsewhere (a Ray actor) is handed: the settings a host reads,
 none other (no API keys), and it builds its settings from them alone, whatever its process's
-environment holds."""
+environment holds. A host or gateway with a weak cluster secret does not start."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import json
 import secrets
 
 import pytest
+from typer.testing import CliRunner
 
+from cli.main import app
 from server.sandbox_host import HOST_SETTINGS, given_host_settings, host_settings
 from server.settings import Settings
 
@@ -38,3 +40,15 @@ def test_a_host_builds_its_settings_from_what_it_is_handed_alone(
     assert own.api_keys == [] and own.pool_size == 3 and own.sandbox_backend == "process"
     with pytest.raises(ValueError, match="not settings of a sandbox host: api_keys"):
         given_host_settings({"api_keys": ["admin-key-1"]})
+
+
+@pytest.mark.parametrize("command", [["sandbox", "host", "--listen", "127.0.0.1:0"],
+                                     ["serve", "--port", "1"]])
+def test_a_weak_cluster_secret_stops_the_command_saying_how_to_make_one(
+        command: list[str]) -> None:
+    weak = "hunter2hunter2"
+    result = CliRunner().invoke(app, command, env={
+        "ENVSCALER_CLUSTER_SECRET": weak, "ENVSCALER_REDIS_URL": "redis://127.0.0.1:1/0"})
+    assert result.exit_code == 2
+    assert "ENVSCALER_CLUSTER_SECRET" in result.output
+    assert "openssl rand -hex 32" in result.output and weak not in result.output
