@@ -9,10 +9,15 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from sandbox.checkers import CheckBudget
-from sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig, parse_size
+from sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig, parse_size, secret_problem
 from server.jsonlimits import JsonLimits
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +58,9 @@ class Settings(BaseSettings):
         "docker", description="remote: sandboxes on sandbox hosts (`envscaler sandbox host`), "
         "found in the registry in ENVSCALER_REDIS_URL")
     cluster_secret: str | None = Field(None, description="the secret shared by gateways and "
-                                       "sandbox hosts, each proving it holds it on connect")
+                                       "sandbox hosts, each proving it holds it on connect: at "
+                                       "least 32 random bytes in hex or base64 (`openssl rand "
+                                       "-hex 32`)")
     host_tls_cert: Path | None = Field(None, description="a sandbox host's TLS certificate "
                                        "(with host_tls_key): connections to it are encrypted")
     host_tls_key: Path | None = None
@@ -141,6 +148,14 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
 
+    @field_validator("cluster_secret")
+    @classmethod
+    def _a_strong_secret(cls, value: str | None) -> str | None:
+        problem = None if value is None else secret_problem(value)
+        if problem is not None:
+            raise ValueError(f"ENVSCALER_CLUSTER_SECRET {problem}")
+        return value
+
     @field_validator("check_memory", "sandbox_log_size", "redis_maxmemory")
     @classmethod
     def _a_size(cls, value: str) -> str:
@@ -198,3 +213,15 @@ class Settings(BaseSettings):
             sandbox_create_concurrency=self.sandbox_create_concurrency,
             docker_timeout=self.docker_timeout, docker_threads=self.docker_threads,
             labels=labels or {}, cluster=self.cluster_config())
+
+
+class GivenSettings(Settings):
+    """Settings from the values given alone, never from this process's environment: what a
+    process handed its settings explicitly (a Ray host actor) is configured by them only."""
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   init_settings: PydanticBaseSettingsSource,
+                                   **sources: PydanticBaseSettingsSource
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
