@@ -60,6 +60,7 @@ MCP_PATH = "/v1/sessions/{session_id}/mcp"
 MCP_PREFIX, MCP_SUFFIX = "/v1/sessions/", "/mcp"
 SCOPE_KEY = "envscaler.mcp"  # the request's `McpCaller`, for the MCP handlers
 CALL_ID_META = "call_id"  # tools/call ``_meta`` key of the REST ``call_id``
+SEQ_META = "seq"  # and of its ``seq``
 
 
 @dataclass(frozen=True)
@@ -117,13 +118,14 @@ async def _call_tool(
             "name": params.name,
             "arguments": params.arguments or {},
             "call_id": (params.meta or {}).get(CALL_ID_META),
+            "seq": (params.meta or {}).get(SEQ_META),
         })
     except ValidationError as exc:
         return _error_result(invalid_request_from(exc.errors()).body()["error"])
     try:
         outcome = await caller.service.call(
-            caller.principal, caller.session_id, call.name, call.arguments, call.call_id
-        )
+            caller.principal, caller.session_id, call.name, call.arguments, call.call_id,
+            call.seq)
     except ApiError as exc:
         return _error_result(exc.body()["error"])
     body = outcome.body()
