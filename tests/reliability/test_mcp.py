@@ -258,6 +258,19 @@ async def test_get_and_delete_answer_405_and_hold_no_stream_open(
         assert _result(await mcp.call_tool("increment", {"name": "a"}))["data"]["value"] == 1
 
 
+async def test_meta_seq_orders_calls_as_the_rest_seq_does(
+        gateway: GatewayProcess, admin: httpx.AsyncClient) -> None:
+    session_id, token = await _open(admin)
+    async with mcp_session(_mcp_url(gateway.url, session_id), token) as mcp:
+        later, first = await asyncio.gather(
+            mcp.call_tool("increment", {"name": "b"}, meta={"seq": 1}),
+            mcp.call_tool("increment", {"name": "a"}, meta={"seq": 0}))
+        assert _result(first)["data"]["name"] == "a" and first.meta and first.meta["index"] == 0
+        assert later.meta and later.meta["index"] == 1
+        late = _error(await mcp.call_tool("increment", {"name": "c"}, meta={"seq": 0}))
+        assert late["type"] == "CallOutOfOrder" and late["field"] == "seq", late
+
+
 async def test_without_api_keys_the_mcp_door_still_needs_the_agent_token(
         open_gateway: GatewayProcess) -> None:
     """One rule: the MCP door admits the session's agent token (or an API key), nothing else,
