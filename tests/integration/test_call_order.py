@@ -85,3 +85,17 @@ async def test_refused_lost_late_and_repeated_ordered_calls(make_settings) -> No
             answer = await _call(client, session_id, "e", bad)  # type: ignore[arg-type]
             assert answer.status_code == 422, answer.text
             assert answer.json()["error"]["field"] == "body.seq", answer.text
+
+
+async def test_ordered_calls_split_between_two_gateways_keep_their_order(make_settings) -> None:
+    """The order lives in Redis: calls of one turn spread over two gateways (as over the workers
+    of `envscaler serve`, or gateways behind a balancer) still take effect in seq order."""
+    async with running_gateway(make_settings()) as (_, first), \
+            running_gateway(make_settings()) as (_, second):
+        session_id = await _open(first)
+        names = [f"c{n}" for n in range(6)]
+        answers = await asyncio.gather(*(_call((first, second)[seq % 2], session_id,
+                                               names[seq], seq)
+                                         for seq in reversed(range(6))))
+        assert [a.status_code for a in answers] == [200] * 6, [a.text for a in answers]
+        assert await _trajectory(second, session_id) == [("call", name) for name in names]
