@@ -36,6 +36,7 @@ from server.responses import FastJSONResponse
 from server.routes import envs, health, sessions
 from server.sessions import SessionService
 from server.settings import Settings
+from server.web import apidocs
 from server.web import mount as mount_web_ui
 
 log = logging.getLogger("envscaler.server")
@@ -153,6 +154,8 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         default_response_class=FastJSONResponse,
+        docs_url=None,  # FastAPI's pages load scripts from a CDN: server.web.apidocs serves them
+        redoc_url=None,
         openapi_tags=[
             {"name": "sessions", "description": "Sessions and tool calls"},
             {"name": "environments", "description": "The catalogue"},
@@ -182,6 +185,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(envs.router)
     app.add_route(MCP_PATH, mcp, include_in_schema=False)  # ASGI: every method, to the SDK
+    apidocs.mount(app)
     if settings.web_ui:
         mount_web_ui(app)
     return app

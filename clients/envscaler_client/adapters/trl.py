@@ -36,18 +36,17 @@ log = logging.getLogger(__name__)
 
 SESSION_GONE = frozenset({"SessionClosed", "SessionExpired", "UnknownSession"})
 """What a reset may meet when the gateway ended the session between batches: open a new one."""
-RESERVED = ("reset", "get_reward")
-"""Names TRL gives a meaning of its own; a tool so named could not be exposed as a tool."""
 
 
 class EnvScalerEnvironment:
     """One rollout slot of GRPOTrainer: a session of `env`, moved from row to row by `reset`.
 
     Subclasses made by `environment_factory` add one method per tool. Everything else here is
-    private, since TRL would expose any other public function as a tool.
+    private, since TRL would expose any other public function as a tool, and no tool may take
+    the name of anything here (`reserved_names`): a method so named would replace it.
     """
 
-    env: ClassVar[str]
+    _env: ClassVar[str]
     _gateway: ClassVar[tuple[str, str | None]]
 
     def __init__(self) -> None:
@@ -69,8 +68,8 @@ class EnvScalerEnvironment:
         session on first use or when the gateway ended it (expired, closed). Returns the task
         when the row has no ``prompt`` of its own, for TRL to append to the prompt."""
         episode = Episode.from_row(row)
-        if episode.env != self.env:
-            raise ValueError(f"this environment class serves {self.env!r}, but the row names "
+        if episode.env != self._env:
+            raise ValueError(f"this environment class serves {self._env!r}, but the row names "
                              f"{episode.env!r}: pass a dict of factories for several environments")
         session = self._session
         if session is not None:
@@ -81,7 +80,7 @@ class EnvScalerEnvironment:
                     raise
                 session = None
         if session is None:
-            session = self._client.create_session(self.env, episode.scenario, seed=episode.seed)
+            session = self._client.create_session(self._env, episode.scenario, seed=episode.seed)
             self._slot[:] = [session]
             self._session = session
         return None if "prompt" in row else session.task
@@ -118,6 +117,33 @@ def _run(instance: EnvScalerEnvironment, name: str, arguments: dict[str, Any]) -
     return instance._call(name, arguments)
 
 
+def reserved_names() -> frozenset[str]:
+    """Every name a tool method would shadow: the base class's attributes and annotations
+    (``reset`` and ``get_reward``, which TRL calls itself, and the private ones)."""
+    return frozenset(dir(EnvScalerEnvironment)) | frozenset(
+        EnvScalerEnvironment.__annotations__)
+
+
+def environment_class(env: str, tools: list[dict[str, Any]],
+                      where: tuple[str, str | None]) -> type[EnvScalerEnvironment]:
+    """The class serving ``tools`` (OpenAI function format) of ``env`` through the gateway
+    ``where``. A tool named like an attribute of the class, or starting with ``_`` (which TRL
+    does not list), is refused with `ValueError`, never renamed: a renamed tool would not be
+    the one the environment's task and checks speak of."""
+    reserved = reserved_names()
+    clashes = [tool["function"]["name"] for tool in tools
+               if tool["function"]["name"] in reserved or tool["function"]["name"].startswith("_")]
+    if clashes:
+        public = ", ".join(sorted(name for name in reserved if not name.startswith("_")))
+        raise ValueError(f"{env}: TRL cannot expose tools named {clashes}: the environment "
+                         f"class reserves {public} and every name starting with '_'")
+    methods = {tool["function"]["name"]: tool_method(tool, _run) for tool in tools}
+    name = "".join(part.title() for part in env.split("_")) + "Environment"
+    return type(name, (EnvScalerEnvironment,),
+                {"_env": env, "_gateway": where, "__doc__": f"The {env} environment's tools, "
+                 "served by an EnvScaler gateway.", "__module__": __name__, **methods})
+
+
 def environment_factory(env: str, *, url: str | None = None,
                         api_key: str | None = None) -> type[EnvScalerEnvironment]:
     """A class for ``GRPOTrainer(environment_factory=...)`` serving ``env``'s tools.
@@ -128,16 +154,7 @@ def environment_factory(env: str, *, url: str | None = None,
     where = gateway(url, api_key)
     with EnvClient(*where) as client:
         tools = client.env(env).tools
-    clashes = [tool["function"]["name"] for tool in tools
-               if tool["function"]["name"] in RESERVED or tool["function"]["name"].startswith("_")]
-    if clashes:
-        raise ValueError(f"{env}: TRL cannot expose tools named {clashes} (it reserves "
-                         f"{', '.join(RESERVED)} and hides names starting with '_')")
-    methods = {tool["function"]["name"]: tool_method(tool, _run) for tool in tools}
-    name = "".join(part.title() for part in env.split("_")) + "Environment"
-    return type(name, (EnvScalerEnvironment,),
-                {"env": env, "_gateway": where, "__doc__": f"The {env} environment's tools, "
-                 "served by an EnvScaler gateway.", "__module__": __name__, **methods})
+    return environment_class(env, tools, where)
 
 
 def environment_factories(envs: list[str], *, url: str | None = None,
