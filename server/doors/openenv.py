@@ -47,6 +47,7 @@ from server.sessions import SessionService
 log = logging.getLogger("envscaler.server.doors.openenv")
 
 PREFIX = "/openenv/{env_id}"
+ENDED = ("SessionClosed", "SessionExpired")  # a reset then opens a new session
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, SERVER_ERROR = (
     -32700, -32600, -32601, -32602, -32000)
 # The gateway's error types as OpenEnv's ToolErrorType; any other is a "transport_error".
@@ -288,22 +289,32 @@ class Connection:
         spec = parse_spec(self.env, {"scenario": reset.scenario, "seed": reset.seed}, "data")
         if self.handle is not None and self.session_id is None:
             self.session_id = await self.bindings.get(self.handle)
-        if self.session_id is None:
+        record, task = None, None
+        if self.session_id is not None:
+            try:
+                record, task, _reused = await self.service.reset(
+                    self.caller, self.session_id, spec.scenario, None, spec.seed)
+            except ApiError as exc:
+                if exc.type not in ENDED:
+                    raise
+        if record is None:  # the first episode, or its session was closed or expired
             record, _env, _token, task = await self.service.create(
                 self.caller, self.env.id, spec.scenario, None, spec.seed)
             await self._adopt(record.id)
-        else:
-            record, task, _reused = await self.service.reset(
-                self.caller, self.session_id, spec.scenario, None, spec.seed)
         return _observation({"task": task, "env": self.env.id, "scenario": record.scenario,
                              "seed": record.seed})
 
     async def _adopt(self, session_id: str) -> None:
-        self.session_id = session_id
-        if self.handle is not None and not await self.bindings.bind(self.handle, session_id):
+        """Hold the new session (bound to the handle, if any: in place of an ended one)."""
+        replace = self.session_id is not None
+        if self.handle is not None and not await self.bindings.bind(self.handle, session_id,
+                                                                    replace=replace):
             await self.service.delete(self.caller, session_id)
             raise WsError(f"session {self.handle!r} was reset by another connection at the same "
                           "time; reset again", "SESSION_ERROR")
+        self.session_id = session_id
+        log.info("openenv session opened handle=%s session=%s env=%s", self.handle or "-",
+                 session_id, self.env.id)
 
     async def step(self, data: dict[str, Any]) -> dict[str, Any]:
         if data.get("type") == "list_tools":

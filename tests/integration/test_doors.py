@@ -72,6 +72,16 @@ async def names_in_trajectory(admin: httpx.AsyncClient, session_id: str) -> list
     return [entry["name"] for entry in trajectory["entries"] if entry.get("kind") != "reset"]
 
 
+async def closes(admin: httpx.AsyncClient, session_id: str) -> None:
+    """The session is closed, or closes soon: a WebSocket's end reaches the gateway after the
+    client has left."""
+    for _ in range(100):
+        if (await admin.get(f"/v1/sessions/{session_id}")).json()["status"] == "closed":
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"session {session_id} is still open")
+
+
 # ---------------------------------------------------------------- OpenEnv
 
 
@@ -111,10 +121,11 @@ async def test_openenv_clients_solve_a_scenario_and_get_bad_calls_back_as_errors
     assert generic["submit"]["done"] is True and generic["submit"]["reward"] == 1.0
     own = generic["state"]["episode_id"]
     assert own != session_id and generic["state"]["scenario"] == SCENARIO
-    assert (await admin.get(f"/v1/sessions/{own}")).json()["status"] == "closed"  # with its socket
+    await closes(admin, own)  # with its socket
 
 
-async def test_openenv_task_api_json_rpc_and_websocket_refusals(gateway: GatewayProcess) -> None:
+async def test_openenv_task_api_json_rpc_and_websocket_refusals(
+        gateway: GatewayProcess, admin: httpx.AsyncClient) -> None:
     base = f"{gateway.url}/openenv/{LIBRARY}"
     auth = {"Authorization": f"Bearer {API_KEY}"}
     async with httpx.AsyncClient(base_url=base, headers=auth, timeout=60) as client:
@@ -179,6 +190,16 @@ async def test_openenv_task_api_json_rpc_and_websocket_refusals(gateway: Gateway
         step = await send({"type": "step", "data": {"type": "call_tool", "tool_name": "get_member",
                                                     "arguments": {"member_id": "M-1001"}}})
         assert step["data"]["observation"]["result"]["data"]["member_id"] == "M-1001"
+        # a reset after the session ended (closed here; expired alike) opens a new one
+        ended = (await send({"type": "state"}))["data"]["episode_id"]
+        assert (await admin.delete(f"/v1/sessions/{ended}")).status_code == 200
+        closed = await send({"type": "step", "data": {"type": "call_tool", "tool_name": "x"}})
+        assert closed["data"]["observation"]["error"]["message"].startswith("SessionClosed")
+        assert (await send({"type": "reset", "data": {"scenario": SCENARIO}}))["type"] == (
+            "observation")
+        renewed = (await send({"type": "state"}))["data"]
+        assert renewed["episode_id"] != ended and renewed["status"] == "active"
+    await closes(admin, renewed["episode_id"])  # with its socket
 
 
 # ---------------------------------------------------------------- ORS
