@@ -376,7 +376,7 @@ async def ws(websocket: WebSocket, env_id: str) -> None:
 async def _serve(websocket: WebSocket, connection: Connection) -> None:
     settings = websocket.app.state.settings
     while True:
-        text = await websocket.receive_text()
+        text = await _receive(websocket)
         try:
             if len(text.encode()) > settings.max_request_bytes:
                 raise WsError(f"the message exceeds {settings.max_request_bytes} bytes "
@@ -390,6 +390,15 @@ async def _serve(websocket: WebSocket, connection: Connection) -> None:
         except ApiError as exc:
             frame = WsError.of(exc).frame
         await websocket.send_text(jsoncodec.dumps(frame))
+
+
+async def _receive(websocket: WebSocket) -> str:
+    """The next message's text; a binary frame is taken as UTF-8 text (then JSON as any)."""
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000))
+    text = message.get("text")
+    return text if text is not None else (message.get("bytes") or b"").decode("utf-8", "replace")
 
 
 def _message(text: str, limits: jsonlimits.JsonLimits) -> Message:

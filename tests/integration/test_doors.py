@@ -187,6 +187,11 @@ async def test_openenv_task_api_json_rpc_and_websocket_refusals(
         assert (await send({"type": "dance"}))["data"]["code"] == "UNKNOWN_TYPE"
         await ws.send("{oops")
         assert json.loads(await ws.recv())["data"]["code"] == "INVALID_JSON"
+        await ws.send(json.dumps({"type": "state"}).encode())  # a binary frame reads as text
+        assert json.loads(await ws.recv())["data"]["scenario"] == SCENARIO
+        huge = await send({"type": "step", "data": {"type": "call_tool", "tool_name": "get_member",
+                                                    "arguments": {"member_id": "M" * 5_000_000}}})
+        assert "ENVSCALER_MAX_REQUEST_BYTES" in huge["data"]["message"]
         step = await send({"type": "step", "data": {"type": "call_tool", "tool_name": "get_member",
                                                     "arguments": {"member_id": "M-1001"}}})
         assert step["data"]["observation"]["result"]["data"]["member_id"] == "M-1001"
