@@ -282,10 +282,15 @@ async def create(body: CreateBody, request: Request,
 
 @router.post("/ping")
 async def ping(request: Request, caller: Principal = Depends(_caller)) -> dict[str, str]:
+    """Keeps the session alive (it is activity); a finished one answers too, until the client
+    leaves it: only an expired or unknown session fails the client's keep-alive."""
     session_id = await _bindings(request).session(request.headers.get("x-session-id"))
-    record = await _service(request).info(caller, session_id)
+    service = _service(request)
+    record = await service.info(caller, session_id)
     if record.status == "expired":
         raise ApiError(410, "SessionExpired", f"session {record.id} expired after being idle")
+    if record.status == "active":
+        await service.touch(caller, session_id)
     return {"status": "ok"}
 
 

@@ -27,7 +27,8 @@ from server.store import SessionStore
 
 class SessionService:
     """What the routes and the MCP door call: ``create``, ``info``, ``tools``, ``trajectory``,
-    ``call``, ``state``, ``validate``, ``reset``, ``delete``, ``expire_idle``, ``live_count``."""
+    ``call``, ``state``, ``validate``, ``reset``, ``touch``, ``delete``, ``expire_idle``,
+    ``live_count``."""
 
     def __init__(
         self,
@@ -55,6 +56,7 @@ class SessionService:
                                 checkers, metrics)
         self.create = lifecycle.create
         self.delete = lifecycle.delete
+        self.touch = lifecycle.touch
         self.info = reads.info
         self.tools = reads.tools
         self.trajectory = reads.trajectory

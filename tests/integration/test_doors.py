@@ -26,6 +26,7 @@ from tests.integration.gateway_fixtures import (
     GatewayProcess,
     gateway_process,
     own_redis_db,
+    running_gateway,
 )
 
 API_KEY = "doors-test-admin-key-0123456789"
@@ -314,3 +315,27 @@ def _answer(stream: str) -> dict[str, Any]:
     events = [line for line in stream.split("\n") if line.startswith("event: ")]
     assert events[0] == "event: task_id" and events[-1] == "event: end", stream
     return json.loads("".join(data[1:]))
+
+
+async def test_ors_ping_keeps_a_session_alive(make_settings) -> None:  # type: ignore[no-untyped-def]
+    """The client pings every 10 s while its policy thinks: that is activity, as a call is."""
+    async with running_gateway(make_settings(session_ttl=4.0)) as (app, client):
+        sids = []
+        for _ in range(2):
+            sid = {"X-Session-ID": (await client.post("/create_session", json={})
+                                    ).text.split("\n")[1].removeprefix("data: ")}
+            made = await client.post("/create", headers=sid, json={
+                "env_name": COUNTER, "task_spec": {"scenario": "counter-1"}})
+            assert made.status_code == 200, made.text
+            sids.append(sid)
+        pinged, idle = sids
+        for _ in range(6):  # past the session TTL
+            assert (await client.post("/ping", headers=pinged)).json() == {"status": "ok"}
+            await asyncio.sleep(1.0)
+        await app.state.service.expire_idle()
+        assert (await client.post("/ping", headers=pinged)).status_code == 200
+        expired = await client.post("/ping", headers=idle)
+        assert expired.status_code == 410 and expired.json()["error"]["type"] == "SessionExpired"
+        answer = _answer((await client.post(f"/{COUNTER}/call", headers=pinged, json={
+            "name": "increment", "input": {"name": "a"}})).text)
+        assert answer["ok"] is True and answer["output"]["metadata"] == {}
