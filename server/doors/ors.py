@@ -5,9 +5,9 @@ Their aiohttp clients resolve every path from the root, so the routes are there,
 paths openreward sends when no variant is given (``/call``), by its ``X-Deployment`` header: so
 ROLL's OpenReward env trains unchanged with the deployment set to an environment id.
 
-- Catalogue: ``GET /list_environments``, the Task API (`server.doors.tasks`), ``GET {env}/tools``
-  with ``terminal_tool {name: "submit"}`` (hidden from the tool list, as openreward hides its
-  terminal tools: a reply without a tool call ends the episode through it).
+- Catalogue: ``GET /list_environments``, the Task API (`server.doors.tasks`), ``GET {env}/tools``:
+  the environment's tools and ``submit``, which is also the ``terminal_tool`` (openreward's
+  harnesses call it on a reply without a tool call; ROLL's calls it as any tool).
 - Sessions, each named by its ``X-Session-ID``: ``POST /create_session`` mints one (server-sent
   events ``task_id`` then ``end``), ``POST /create`` opens its gateway session from a task spec or
   a split and index, ``POST /ping`` (every 10 s), ``GET {env}/task_tools``, ``GET {env}/prompt``,
@@ -38,6 +38,7 @@ from server.catalogue import ServedEnv, tool_name, tool_parameters
 from server.doors.episodes import (
     SUBMIT,
     SUBMIT_DESCRIPTION,
+    SUBMIT_SCHEMA,
     Bindings,
     Outcome,
     admin_caller,
@@ -91,9 +92,14 @@ async def _env_deployed(request: Request, _: Principal = Depends(_caller)) -> Se
 
 
 def tool_specs(env: ServedEnv) -> dict[str, Any]:
-    return {"tools": [{"name": tool_name(schema),
-                       "description": schema.get("function", schema).get("description") or "",
-                       "input_schema": tool_parameters(schema)} for schema in env.tools],
+    """The environment's tools and ``submit``, listed (ROLL's OpenReward env ends an episode only
+    on a listed tool that answers ``finished``) and declared the terminal tool (openreward's
+    harnesses call it on a reply without a tool call)."""
+    tools = [{"name": tool_name(schema),
+              "description": schema.get("function", schema).get("description") or "",
+              "input_schema": tool_parameters(schema)} for schema in env.tools]
+    return {"tools": [*tools, {"name": SUBMIT, "description": SUBMIT_DESCRIPTION,
+                               "input_schema": SUBMIT_SCHEMA}],
             "terminal_tool": TERMINAL_TOOL}
 
 

@@ -216,7 +216,7 @@ async def test_ors_clients_solve_a_scenario_and_get_bad_calls_back_as_errors(
     reference = scenario(SCENARIO)
     solution = reference["solution"]
     seen = await run_client(ORS_PYTHON, FIXTURES / "ors" / "client.py", gateway.url, API_KEY,
-                            LIBRARY, SCENARIO, json.dumps(solution))
+                            LIBRARY, SCENARIO, "0", json.dumps(solution))  # train's first task
     tools = [t["function"]["name"] for t in json.loads(
         (REPO_ROOT / "generated_envs" / LIBRARY / "env.json").read_text())["tools"]]
     checks = len(reference["checklist"])
@@ -225,7 +225,7 @@ async def test_ors_clients_solve_a_scenario_and_get_bad_calls_back_as_errors(
     assert sdk["splits"] == ["train", "rl", "eval"] and sdk["num_tasks"] == 2
     assert sdk["tasks"][0] == sdk["first"] == sdk["range"][0] == {
         "env": LIBRARY, "scenario": SCENARIO, "seed": 0}
-    assert sdk["tools"] == sdk["session_tools"] == tools  # submit is the terminal tool, unlisted
+    assert sdk["tools"] == sdk["session_tools"] == [*tools, "submit"]
     assert sdk["prompt"] == [reference["task"]]
     assert all(o["finished"] is False and o["reward"] is None for o in sdk["outputs"])
     assert all(json.loads(o["text"][0])["success"] for o in sdk["outputs"]), sdk["outputs"]
@@ -237,8 +237,10 @@ async def test_ors_clients_solve_a_scenario_and_get_bad_calls_back_as_errors(
     assert "SessionClosed" in sdk["after_submit"], sdk["after_submit"]
 
     rewarded = seen["openreward"]
-    assert rewarded["splits"] == ["train", "rl", "eval"] and rewarded["terminal_tool"] == "submit"
-    assert rewarded["prompt"] == [reference["task"]] and rewarded["session_tools"] == tools
+    assert rewarded["splits"] == ["train", "rl", "eval"] and rewarded["num_tasks"] == 2
+    assert rewarded["terminal_tool"] == "submit"
+    assert rewarded["prompt"] == [reference["task"]]
+    assert rewarded["session_tools"] == [*tools, "submit"]
     assert all(json.loads(o["text"][0])["success"] for o in rewarded["outputs"])
     assert [r["reason"] for r in rewarded["refused"]] == ["not_found", "input_validation"]
     assert rewarded["final"] is True
