@@ -11,7 +11,14 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from server.auth import SESSION_ID_RE, Authenticator, Principal
-from server.errors import ApiError, forbidden, invalid_request_from, not_found, redis_failed
+from server.errors import (
+    ApiError,
+    forbidden,
+    invalid_arguments,
+    invalid_request_from,
+    not_found,
+    redis_failed,
+)
 from server.models import CallRequest
 from server.sessions import SessionService, new_session_id
 
@@ -49,10 +56,19 @@ async def submit(service: SessionService, caller: Principal, session_id: str) ->
     return {key: validation[key] for key in ("reward", "passed", "total")}
 
 
+def _no_arguments(arguments: dict[str, Any] | str) -> None:
+    """``submit`` takes none (its schema says so): an argument is refused, naming it."""
+    if isinstance(arguments, dict) and arguments:
+        field = next(iter(arguments))
+        raise invalid_arguments(f"{SUBMIT} takes no arguments, not {field!r}", field=field)
+    if isinstance(arguments, str) and arguments.strip() not in ("", "{}"):
+        raise invalid_arguments(f"{SUBMIT} takes no arguments", field="arguments")
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """A tool call (or ``submit``) as both transports answer it: a result, or an error object
-    with the HTTP status REST would have answered."""
+    """A tool call (or ``submit``) as every door answers it: a result, or an error object with
+    the HTTP status REST would have answered."""
 
     result: Any = None
     error: dict[str, Any] | None = None
@@ -66,10 +82,11 @@ async def call(service: SessionService, caller: Principal, session_id: str, name
     """A tool call through `SessionService.call` (REST's request model, so its limits), or the
     terminal ``submit`` through `SessionService.validate`."""
     try:
-        if name == SUBMIT:
+        request = call_request(name, arguments, call_id)
+        if request.name == SUBMIT:
+            _no_arguments(request.arguments)
             reward = await submit(service, caller, session_id)
             return Outcome(result=reward, done=True, reward=reward["reward"])
-        request = call_request(name, arguments, call_id)
         done = await service.call(caller, session_id, request.name, request.arguments,
                                   request.call_id)
     except ApiError as exc:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from server.catalogue import ServedCatalogue, ServedEnv
-from server.doors.episodes import Outcome
+from server.doors.episodes import Outcome, call
 from server.doors.ors import chunks, run_tool_output
 from server.doors.tasks import parse_spec, task_at
 from server.errors import ApiError
@@ -54,3 +54,11 @@ def test_task_specs_name_a_scenario_and_nothing_else(library: ServedEnv) -> None
         assert refused.value.field == field
     with pytest.raises(ApiError, match="no split 'dev'"):
         task_at(library, "dev", 0)
+
+
+async def test_submit_takes_no_arguments() -> None:
+    """Refused before any session is read: the service is never reached."""
+    for arguments, field in (({"answer": "42"}, "answer"), ('{"answer": 1}', "arguments")):
+        outcome = await call(None, None, "unused", "submit", arguments)  # type: ignore[arg-type]
+        assert outcome.status == 422 and outcome.error is not None
+        assert (outcome.error["type"], outcome.error["field"]) == ("InvalidArguments", field)
