@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from server.auth import SESSION_ID_RE, Authenticator, Principal
+from server.catalogue import ServedEnv, tool_name, tool_parameters
 from server.errors import (
     ApiError,
     forbidden,
@@ -26,6 +27,16 @@ SUBMIT = "submit"
 SUBMIT_DESCRIPTION = ("End the episode: the environment's checks judge its state, and the answer "
                       "is the reward (checks passed / total). Call it when the task is done.")
 SUBMIT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def tools_with_submit(env: ServedEnv, schema_key: str) -> list[dict[str, Any]]:
+    """The environment's tools and ``submit`` as a door lists them: name, description, and the
+    arguments' JSON schema under ``schema_key`` (MCP's ``inputSchema``, ORS's ``input_schema``)."""
+    tools = [{"name": tool_name(schema),
+              "description": schema.get("function", schema).get("description") or "",
+              schema_key: tool_parameters(schema)} for schema in env.tools]
+    return [*tools, {"name": SUBMIT, "description": SUBMIT_DESCRIPTION,
+                     schema_key: SUBMIT_SCHEMA}]
 
 
 def admin_caller(auth: Authenticator, authorization: str | None) -> Principal:

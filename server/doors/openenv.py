@@ -31,15 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from common import jsoncodec
 from server import jsonlimits
 from server.auth import Principal
-from server.catalogue import ServedEnv, tool_name, tool_parameters
-from server.doors.episodes import (
-    SUBMIT,
-    SUBMIT_DESCRIPTION,
-    SUBMIT_SCHEMA,
-    Bindings,
-    admin_caller,
-    call,
-)
+from server.catalogue import ServedEnv
+from server.doors.episodes import Bindings, admin_caller, call, tools_with_submit
 from server.doors.tasks import parse_spec, task_router
 from server.errors import ApiError, invalid_request_from, not_found
 from server.sessions import SessionService
@@ -62,15 +55,6 @@ TOOL_ERROR_TYPES = {
 
 def _bindings(app: Any) -> Bindings:
     return Bindings(app.state.redis, "openenv", app.state.settings.record_ttl)
-
-
-def tool_list(env: ServedEnv) -> list[dict[str, Any]]:
-    """The environment's tools and ``submit``, as MCP tools."""
-    tools = [{"name": tool_name(schema),
-              "description": schema.get("function", schema).get("description") or "",
-              "inputSchema": tool_parameters(schema)} for schema in env.tools]
-    return [*tools, {"name": SUBMIT, "description": SUBMIT_DESCRIPTION,
-                     "inputSchema": SUBMIT_SCHEMA}]
 
 
 async def _caller(request: Request) -> Principal:
@@ -193,7 +177,7 @@ async def _rpc(app: Any, caller: Principal, env: ServedEnv, rpc: RpcRequest) -> 
         result = {"session_id": handle, "closed": True}
     elif rpc.method == "tools/list":
         _params(ListParams, rpc.params)
-        result = {"tools": tool_list(env)}
+        result = {"tools": tools_with_submit(env, "inputSchema")}
     elif rpc.method == "tools/call":
         params = _params(CallParams, rpc.params)
         session_id = await _episode(bindings, params.session_id)
@@ -319,7 +303,7 @@ class Connection:
     async def step(self, data: dict[str, Any]) -> dict[str, Any]:
         if data.get("type") == "list_tools":
             _model(ListToolsAction, data, "data")
-            return _observation({"tools": tool_list(self.env)})
+            return _observation({"tools": tools_with_submit(self.env, "inputSchema")})
         action = _model(CallToolAction, data, "data")
         if self.session_id is None:
             raise WsError("no episode yet: send reset (with its scenario) first", "SESSION_ERROR")

@@ -34,15 +34,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from common import jsoncodec
 from server.auth import Principal
-from server.catalogue import ServedEnv, tool_name, tool_parameters
+from server.catalogue import ServedEnv
 from server.doors.episodes import (
     SUBMIT,
     SUBMIT_DESCRIPTION,
-    SUBMIT_SCHEMA,
     Bindings,
     Outcome,
     admin_caller,
     call,
+    tools_with_submit,
 )
 from server.doors.tasks import parse_spec, task_at, task_router
 from server.errors import ApiError, invalid_request
@@ -95,12 +95,7 @@ def tool_specs(env: ServedEnv) -> dict[str, Any]:
     """The environment's tools and ``submit``, listed (ROLL's OpenReward env ends an episode only
     on a listed tool that answers ``finished``) and declared the terminal tool (openreward's
     harnesses call it on a reply without a tool call)."""
-    tools = [{"name": tool_name(schema),
-              "description": schema.get("function", schema).get("description") or "",
-              "input_schema": tool_parameters(schema)} for schema in env.tools]
-    return {"tools": [*tools, {"name": SUBMIT, "description": SUBMIT_DESCRIPTION,
-                               "input_schema": SUBMIT_SCHEMA}],
-            "terminal_tool": TERMINAL_TOOL}
+    return {"tools": tools_with_submit(env, "input_schema"), "terminal_tool": TERMINAL_TOOL}
 
 
 async def _session(request: Request, env: ServedEnv, caller: Principal) -> Record:

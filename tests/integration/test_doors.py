@@ -321,7 +321,7 @@ def _answer(stream: str) -> dict[str, Any]:
 
 async def test_ors_ping_keeps_a_session_alive(make_settings) -> None:  # type: ignore[no-untyped-def]
     """The client pings every 10 s while its policy thinks: that is activity, as a call is."""
-    async with running_gateway(make_settings(session_ttl=4.0)) as (app, client):
+    async with running_gateway(make_settings(session_ttl=10.0)) as (app, client):
         sids = []
         for _ in range(2):
             sid = {"X-Session-ID": (await client.post("/create_session", json={})
@@ -331,7 +331,7 @@ async def test_ors_ping_keeps_a_session_alive(make_settings) -> None:  # type: i
             assert made.status_code == 200, made.text
             sids.append(sid)
         pinged, idle = sids
-        for _ in range(6):  # past the session TTL
+        for _ in range(12):  # past the session TTL, a ping a second
             assert (await client.post("/ping", headers=pinged)).json() == {"status": "ok"}
             await asyncio.sleep(1.0)
         await app.state.service.expire_idle()
