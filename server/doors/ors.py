@@ -62,6 +62,7 @@ REASONS = {
     "SessionExpired": "episode_finished",
 }
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_RUNNING: set[asyncio.Task[dict[str, Any]]] = set()  # calls whose client may have left
 
 
 def _bindings(request: Request) -> Bindings:
@@ -198,6 +199,8 @@ async def _events(task_id: str, work: Awaitable[dict[str, Any]]) -> AsyncIterato
     client that leaves does not stop the call: it is recorded, and answered to a resume."""
     yield _event("task_id", task_id)
     task = asyncio.ensure_future(work)
+    _RUNNING.add(task)  # held until done: the loop keeps only a weak reference to a task
+    task.add_done_callback(_RUNNING.discard)
     while not task.done():
         await asyncio.wait({task}, timeout=PING_SECONDS)
         if not task.done():
