@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -319,7 +319,7 @@ def _answer(stream: str) -> dict[str, Any]:
     return json.loads("".join(data[1:]))
 
 
-async def test_ors_ping_keeps_a_session_alive(make_settings) -> None:  # type: ignore[no-untyped-def]
+async def test_ors_ping_keeps_a_session_alive(make_settings: Callable[..., Settings]) -> None:
     """The client pings every 10 s while its policy thinks: that is activity, as a call is."""
     async with running_gateway(make_settings(session_ttl=10.0)) as (app, client):
         sids = []
