@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -58,11 +59,16 @@ def scenario(scenario_id: str) -> dict[str, Any]:
     return next(s for s in map(json.loads, filter(None, lines)) if s["id"] == scenario_id)
 
 
+# The peers' libraries would otherwise call home (analytics, the Hub, update checks).
+OFFLINE = {"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
+           "OPENREWARD_DISABLE_UPDATE_CHECK": "1"}
+
+
 async def run_client(python: Path, script: Path, *args: str) -> dict[str, Any]:
     assert python.exists(), f"no {python.parent.parent.name}: run scripts/bootstrap"
     process = await asyncio.create_subprocess_exec(
         str(python), str(script), *args, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, **OFFLINE})
     stdout, stderr = await asyncio.wait_for(process.communicate(), 300)
     assert process.returncode == 0, stderr.decode()[-4000:]
     return json.loads(stdout)
