@@ -44,7 +44,6 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.jsonrpc import INVALID_REQUEST
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -52,8 +51,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from common import jsoncodec
 from server.auth import Principal
 from server.catalogue import ServedEnv, tool_name, tool_parameters
-from server.errors import ApiError, backend_unavailable, invalid_request_from, method_not_allowed
-from server.models import CallRequest
+from server.doors.episodes import call_request
+from server.errors import ApiError, backend_unavailable, method_not_allowed
 from server.sessions import SessionService
 
 MCP_PATH = "/v1/sessions/{session_id}/mcp"
@@ -113,16 +112,9 @@ async def _call_tool(
 ) -> types.CallToolResult:
     caller = _caller(ctx)
     try:
-        # The REST request model, so its limits hold for this door too.
-        call = CallRequest.model_validate({
-            "name": params.name,
-            "arguments": params.arguments or {},
-            "call_id": (params.meta or {}).get(CALL_ID_META),
-            "seq": (params.meta or {}).get(SEQ_META),
-        })
-    except ValidationError as exc:
-        return _error_result(invalid_request_from(exc.errors()).body()["error"])
-    try:
+        meta = params.meta or {}
+        call = call_request(params.name, params.arguments, meta.get(CALL_ID_META),
+                            meta.get(SEQ_META))
         outcome = await caller.service.call(
             caller.principal, caller.session_id, call.name, call.arguments, call.call_id,
             call.seq)
