@@ -26,6 +26,7 @@ from sandbox.image_pools import ImagePools, requirement_sets
 from server import errors, statesize
 from server.auth import Authenticator
 from server.catalogue import ServedCatalogue
+from server.doors import nemo_gym
 from server.fastcall import FastCalls
 from server.limits import BodyLimit, call_body_bytes
 from server.mcp_door import MCP_PATH, McpDoor, McpErrors
@@ -181,6 +182,7 @@ def create_app(
     app.include_router(sessions.router)
     app.include_router(health.router)
     app.include_router(envs.router)
+    app.include_router(nemo_gym.router)
     app.add_route(MCP_PATH, mcp, include_in_schema=False)  # ASGI: every method, to the SDK
     if settings.web_ui:
         mount_web_ui(app)
