@@ -101,8 +101,8 @@ class EnvScalerGemEnv(gem.Env):
         self._scenarios: list[str] | None = None
         self._turns = 0
 
-    def reset(self, seed: int | None = None, scenario: str | None = None,
-              ) -> tuple[str, dict[str, Any]]:
+    def reset(self, seed: int | None = None,
+              scenario: str | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode: the task, and ``info`` with the tools, the system prompt (the
         environment's introduction and rules) and the episode's scenario and seed."""
         super().reset(seed)
