@@ -1,7 +1,7 @@
 """The client installs on its own: its wheel requires httpx and pydantic only (the trainer
-adapters' frameworks, and verifiers for the envscaler_verifiers taskset it also carries, are extras), carries none of the service's packages (the command line
-included), and works with none of them importable; the project installs the `envscaler` command
-beside it."""
+adapters' frameworks, and verifiers for the envscaler_verifiers taskset it also carries, are
+extras), carries none of the service's packages (the command line included), and works with none
+of them importable; the project installs the `envscaler` command beside it."""
 
 from __future__ import annotations
 
