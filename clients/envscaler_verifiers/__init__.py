@@ -5,7 +5,7 @@ exports, so this package ships beside `envscaler_client` in the client's distrib
 (``pip install './clients[verifiers]'``)::
 
     import verifiers.v1 as vf
-    env = vf.load_environment(vf.EnvConfig(taskset={"id": "envscaler_verifiers",
+    env = vf.load_environment(vf.SingleAgentEnvConfig(taskset={"id": "envscaler_verifiers",
                                                    "env": "library_loans", "split": "rl"}))
 
 See `envscaler_verifiers.taskset` for the tasks, their tools and their reward.

@@ -103,8 +103,9 @@ class EnvScalerTaskConfig(vf.TaskConfig):
 
 
 class EnvScalerConfig(vf.TasksetConfig):
-    env: str
-    """The environment (``envscaler envs`` lists them)."""
+    env: str = ""
+    """The environment (``envscaler envs`` lists them); required, but defaulted because
+    verifiers' command line builds the config from the taskset id alone first."""
     split: str | None = None
     """Only the scenarios of this split (train, rl, eval)."""
     seeds: int = Field(1, ge=1)
@@ -178,6 +179,9 @@ class EnvScalerTaskset(vf.Taskset[EnvScalerTask, EnvScalerConfig]):
         return [EnvScalerToolset(config.tools)]
 
     def load(self) -> Iterator[EnvScalerTask]:
+        if not self.config.env:
+            raise ValueError("set the taskset's env (--taskset.env ENV): the environment whose "
+                             "scenarios are the tasks")
         task = self.config.task
         with EnvClient(*gateway(task.url, os.environ.get(task.api_key_var))) as client:
             detail = client.env(self.config.env)

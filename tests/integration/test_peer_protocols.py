@@ -65,7 +65,8 @@ def drive(venv: str, driver: str, spec: dict[str, Any], gateway: GatewayProcess,
     python = REPO_ROOT / venv / "bin" / "python"
     assert python.exists(), f"no {venv}: run scripts/bootstrap"
     env = {**os.environ, "ENVSCALER_URL": gateway.url, "ENVSCALER_API_KEY": API_KEY}
-    done = subprocess.run([str(python), str(PEERS / driver), json.dumps(spec)], env=env,
+    # On standard input: NeMo Gym reads its command line as Hydra overrides.
+    done = subprocess.run([str(python), str(PEERS / driver)], input=json.dumps(spec), env=env,
                           cwd=cwd, capture_output=True, text=True, timeout=DRIVER_TIMEOUT,
                           check=False)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -74,6 +75,12 @@ def drive(venv: str, driver: str, spec: dict[str, Any], gateway: GatewayProcess,
 
 def error_type(body: Any) -> str:
     return body["error"]["type"]
+
+
+def tool_responses(observation: str) -> list[Any]:
+    """The JSON of each ``<tool_response>`` block of a GEM observation."""
+    return [json.loads(block.split("<tool_response>", 1)[1])
+            for block in observation.split("</tool_response>") if block.strip()]
 
 
 # ---------------------------------------------------------------- NeMo Gym
@@ -159,14 +166,13 @@ def test_gem_env_plays_a_scenario_to_reward_one(gateway: GatewayProcess) -> None
     assert report["scenario"] == SCENARIO and report["seed"] == 3 and report["task"]
     assert "get_member" in report["tools"]
     observation, reward, terminated, truncated, info = report["refused"]
-    responses = [json.loads(block.split("\n", 1)[1].rsplit("\n", 1)[0])
-                 for block in observation.split("</tool_response>") if block.strip()]
-    assert [error_type(body) for body in responses] == [
+    assert [error_type(body) for body in tool_responses(observation)] == [
         "UnknownTool", "InvalidArguments", "InvalidToolCall"]
     assert (reward, terminated, truncated, info["tool_calls"]) == (0.0, False, False, 3)
     observation, reward, terminated, _, info = report["solved"]
-    assert observation.count("<tool_response>") == len(solution()) and not terminated
-    assert "error" not in observation
+    results = tool_responses(observation)
+    assert len(results) == len(solution()) and not terminated
+    assert all(result["success"] for result in results), results
     _, reward, terminated, truncated, info = report["final"]
     assert (reward, terminated, truncated, info["tool_calls"]) == (1.0, True, False, 0)
     # the next episode moved the same session to another scenario in place
@@ -186,10 +192,12 @@ def test_verifiers_taskset_loads_calls_tools_and_scores(gateway: GatewayProcess)
     assert SCENARIO in report["names"] and report["has_system_prompt"] and report["prompt"]
     assert report["toolsets"] == ["EnvScalerToolset"]
     assert "get_member" in report["tools"]
-    assert report["unknown_tool"]["is_error"]
-    assert error_type(report["unknown_tool"]["body"]) == "UnknownTool"
+    # a refusal is an isError result whose text is the gateway's error object
+    assert report["unknown_tool"] == {"is_error": True, "body": {
+        "type": "UnknownTool", "message": "environment 'library_loans' has no tool "
+        "'renew_everything'"}}
     assert report["bad_arguments"]["is_error"]
-    assert error_type(report["bad_arguments"]["body"]) == "InvalidArguments"
+    assert report["bad_arguments"]["body"]["type"] == "InvalidArguments"
     assert not report["member"]["is_error"]
     assert report["member"]["body"]["data"]["member_id"] == "M-1001"
     assert list(report["rewards"]) == ["envscaler"] and report["reward"] < 1.0
