@@ -9,8 +9,8 @@ at ``/seed_session``:
   (`server.sessions.SessionService.create`) and sets the cookie ``envscaler_session`` to the
   session's agent token: a credential the session layer checks against the session's record on
   every use, so the cookie cannot be forged or moved to another session.
-- ``POST /{tool}`` with the tool's arguments is `server.routes.sessions.checked_call`, the REST
-  tool call: the answer is the tool's result, a tool's own failure is ``{"ok": false, "error"}``
+- ``POST /{tool}`` with the tool's arguments is the REST tool call (`SessionService.call`, its
+  deadline as `server.routes.sessions.checked` answers it): the answer is the tool's result, a tool's own failure is ``{"ok": false, "error"}``
   (200, as on REST), and a refusal answers the REST status and error object (an unknown tool
   404 ``UnknownTool``, bad arguments 422 ``InvalidArguments``); the session goes on.
 - ``POST /verify`` with the row and the agent's response validates the session (reward = passed
@@ -38,7 +38,7 @@ from server.auth import Principal, admin, agent_principal
 from server.errors import invalid_request, unauthorized
 from server.models import MAX_CALL_FIELD_CHARS, error_responses
 from server.responses import FastJSONResponse
-from server.routes.sessions import checked_call, service
+from server.routes.sessions import checked, service
 
 PREFIX = "/nemo-gym/{env_id}"
 COOKIE = "envscaler_session"
@@ -129,9 +129,8 @@ async def reverify_mode() -> str:
 async def call_tool(request: Request, arguments: dict[str, Any] = Body(...),
                     tool: str = ToolName) -> FastJSONResponse:
     agent = session_agent(request)
-    outcome = await checked_call(service(request), agent, agent.session_id, tool, arguments,
-                                 None)
-    body = outcome.body()
+    outcome = await service(request).call(agent, agent.session_id, tool, arguments, None)
+    body = checked(outcome).body()
     return FastJSONResponse(body["result"] if body["ok"] else
                             {"ok": False, "error": body["error"]})
 

@@ -145,21 +145,13 @@ async def answer_call(
     call_id: str | None,
 ) -> FastJSONResponse:
     """The answer to a tool call: its `CallResult`, or an `ApiError` (504 on a deadline)."""
-    outcome = await checked_call(sessions, caller, session_id, name, arguments, call_id)
-    return FastJSONResponse(outcome.body())
+    outcome = await sessions.call(caller, session_id, name, arguments, call_id)
+    return FastJSONResponse(checked(outcome).body())
 
 
-async def checked_call(
-    sessions: SessionService,
-    caller: Principal,
-    session_id: str,
-    name: str,
-    arguments: dict[str, Any] | str,
-    call_id: str | None,
-) -> CallOutcome:
+def checked(outcome: CallOutcome) -> CallOutcome:
     """A tool call's outcome, its deadline raised as the `ApiError` 504 ``Timeout`` (the call
     stays recorded): what every door that answers a call over HTTP answers."""
-    outcome = await sessions.call(caller, session_id, name, arguments, call_id)
     if outcome.status == 504:
         raise ApiError(504, "Timeout", outcome.entry["error"]["message"])
     return outcome
