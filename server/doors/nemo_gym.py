@@ -10,9 +10,10 @@ at ``/seed_session``:
   session's agent token: a credential the session layer checks against the session's record on
   every use, so the cookie cannot be forged or moved to another session.
 - ``POST /{tool}`` with the tool's arguments is the REST tool call (`SessionService.call`, its
-  deadline as `server.routes.sessions.checked` answers it): the answer is the tool's result, a tool's own failure is ``{"ok": false, "error"}``
-  (200, as on REST), and a refusal answers the REST status and error object (an unknown tool
-  404 ``UnknownTool``, bad arguments 422 ``InvalidArguments``); the session goes on.
+  deadline as `server.routes.sessions.checked` answers it): the answer is the tool's result, a
+  tool's own failure is ``{"ok": false, "error"}`` (200, as on REST), and a refusal answers the
+  REST status and error object (an unknown tool 404 ``UnknownTool``, bad arguments 422
+  ``InvalidArguments``); the session goes on.
 - ``POST /verify`` with the row and the agent's response validates the session (reward = passed
   checks / total), answers the request with ``reward`` (and the checks under ``envscaler``), and
   closes the session: NeMo Gym's legacy rollout (seed, responses, verify) never closes one.
