@@ -42,6 +42,9 @@ from server.responses import FastJSONResponse
 from server.routes.sessions import checked, service
 
 PREFIX = "/nemo-gym/{env_id}"
+ROUTES = frozenset({"seed_session", "verify", "close_session", "aggregate_metrics",
+                    "reverify_mode"})
+"""The door's own routes; any other ``{PREFIX}/{name}`` is a tool call."""
 COOKIE = "envscaler_session"
 TASK_INDEX = "_ng_task_index"  # NeMo Gym's key of a verify response's task
 REVERIFY_MODE = "unsupported"
@@ -64,6 +67,14 @@ class SeedRow(BaseModel):
 
 class AggregateRequest(BaseModel):
     verify_responses: list[dict[str, Any]]
+
+
+def is_tool_path(path: str) -> bool:
+    """A tool call's path on this door: it gets a tool call's body limits
+    (`server.limits.BodyLimit`), as on REST."""
+    parts = path.split("/")
+    return (len(parts) == 4 and parts[1] == PREFIX.split("/")[1] and bool(parts[2])
+            and bool(parts[3]) and parts[3] not in ROUTES)
 
 
 def session_agent(request: Request) -> Principal:

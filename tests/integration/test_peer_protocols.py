@@ -34,6 +34,7 @@ API_KEY = "peer-protocols-admin-key-0123456789"
 PEERS = REPO_ROOT / "tests" / "fixtures" / "peers"
 SCENARIO, OTHER = f"{LIBRARY}-001", f"{LIBRARY}-002"
 DRIVER_TIMEOUT = 600  # the peers' imports alone take tens of seconds on a loaded machine
+ARGUMENT_BYTES = 4096
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def gateway(redis_url: str, sandbox_image: str, socket_root: Path, catalogue_roo
     settings = Settings(redis_url=own_redis_db(redis_url, 15), api_keys=[API_KEY],
                         catalogue=catalogue_root, sandbox_backend="docker",
                         sandbox_image=sandbox_image, socket_root=socket_root, pool_size=2,
-                        log_level="WARNING")
+                        max_argument_bytes=ARGUMENT_BYTES, log_level="WARNING")
     with gateway_process(settings, tmp_path_factory.mktemp("peers") / "gw.log") as process:
         yield process
 
@@ -152,6 +153,10 @@ async def test_nemo_gym_door_needs_the_api_key_and_a_known_environment(
         assert wrong.status_code == 422 and wrong.json()["error"]["field"] == "body.env"
         missing = await client.post(f"/nemo-gym/{LIBRARY}/seed_session", json={"seed": 1})
         assert missing.status_code == 422 and missing.json()["error"]["field"] == "body.scenario"
+        # a tool call's body limit, as on REST, before anything else is read
+        huge = await client.post(f"/nemo-gym/{LIBRARY}/get_member",
+                                 json={"member_id": "M" * (2 * ARGUMENT_BYTES)})
+        assert huge.status_code == 413 and error_type(huge.json()) == "ArgumentsTooLarge"
 
 
 # ---------------------------------------------------------------- GEM (ROLL)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from envscaler_client.adapters.nemo_gym import responses_tools
 
-from server.doors.nemo_gym import aggregate
+from server.doors.nemo_gym import aggregate, is_tool_path
 
 
 def test_aggregate_groups_rewards_by_task_and_overall() -> None:
@@ -44,3 +44,11 @@ def test_responses_tools_flattens_function_schemas() -> None:
          "strict": False},
         {"type": "function", "name": "g", "description": "",
          "parameters": {"type": "object", "properties": {}}, "strict": False}]
+
+
+def test_tool_paths_are_the_doors_other_names() -> None:
+    assert is_tool_path("/nemo-gym/library_loans/get_member")
+    assert not any(is_tool_path(path) for path in (
+        "/nemo-gym/library_loans/verify", "/nemo-gym/library_loans/seed_session",
+        "/nemo-gym/library_loans/reverify_mode", "/nemo-gym//get_member",
+        "/nemo-gym/library_loans/", "/nemo-gym/a/b/c", "/v1/sessions/x/calls"))
