@@ -26,9 +26,12 @@ from tests.integration.gateway_fixtures import (
     LIBRARY,
     REPO_ROOT,
     GatewayProcess,
+    catalogue_root,
     gateway_process,
     own_redis_db,
 )
+
+__all__ = ["catalogue_root"]  # the fixture
 
 API_KEY = "peer-protocols-admin-key-0123456789"
 PEERS = REPO_ROOT / "tests" / "fixtures" / "peers"
