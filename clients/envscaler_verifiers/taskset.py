@@ -23,6 +23,7 @@ writes out with each run.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -137,7 +138,7 @@ class EnvScalerTask(vf.Task[EnvScalerData, EnvScalerState, EnvScalerTaskConfig])
         state.session_id, state.agent_token = session.id, session.agent_token or ""
         state.mcp_url = url.rstrip("/") + MCP_PATH.format(session_id=session.id)
         state.request_timeout = self.config.request_timeout
-        _OPENED[id(runtime)] = state
+        _OPENED[runtime] = state
 
     @vf.reward(weight=1.0)
     async def envscaler(self, trace: vf.Trace) -> float:
@@ -147,7 +148,7 @@ class EnvScalerTask(vf.Task[EnvScalerData, EnvScalerState, EnvScalerTaskConfig])
     async def validate(self, runtime: vf.Runtime) -> bool | None:
         """Play the reference solution in the session ``setup`` opened on ``runtime``; valid
         when it reaches reward 1.0. None without ``references`` or a solution."""
-        state = _OPENED.pop(id(runtime), None)
+        state = _OPENED.pop(runtime, None)
         if self.config.references is None or state is None:
             return None
         turns = load_references(self.config.references, self.data.env).get(self.data.scenario)
@@ -168,9 +169,10 @@ class EnvScalerTask(vf.Task[EnvScalerData, EnvScalerState, EnvScalerTaskConfig])
         return reward
 
 
-_OPENED: dict[int, EnvScalerState] = {}
+_OPENED: weakref.WeakKeyDictionary[vf.Runtime, EnvScalerState] = weakref.WeakKeyDictionary()
 """The session a task's setup opened, by runtime: ``vf-validate``'s gold check calls
-``validate(runtime)`` after ``setup(trace, runtime)`` with no trace to read it from."""
+``validate(runtime)`` after ``setup(trace, runtime)`` with no trace to read it from (weak: a
+rollout's runtime, never validated, takes its entry with it)."""
 
 
 class EnvScalerTaskset(vf.Taskset[EnvScalerTask, EnvScalerConfig]):
