@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +51,6 @@ def gateway(redis_url: str, sandbox_image: str, socket_root: Path, catalogue_roo
         yield process
 
 
-@pytest.fixture
-async def admin(gateway: GatewayProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with gateway.client(API_KEY) as client:
-        yield client
-
-
 def solution() -> list[dict[str, Any]]:
     [calls] = load_references(REPO_ROOT / "generated_envs", LIBRARY)[SCENARIO] or [[]]
     assert calls, "library_loans-001 has a reference solution"
@@ -77,6 +71,14 @@ def drive(venv: str, driver: str, spec: dict[str, Any], gateway: GatewayProcess,
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def rest(gateway: GatewayProcess, path: str) -> Any:
+    """A REST read with the API key."""
+    answer = httpx.get(gateway.url + path, headers={"Authorization": f"Bearer {API_KEY}"},
+                       timeout=60)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
 def error_type(body: Any) -> str:
     return body["error"]["type"]
 
@@ -90,8 +92,8 @@ def tool_responses(observation: str) -> list[Any]:
 # ---------------------------------------------------------------- NeMo Gym
 
 
-async def test_nemo_gym_agent_solves_a_scenario_on_the_door(
-        gateway: GatewayProcess, admin: httpx.AsyncClient, tmp_path: Path) -> None:
+def test_nemo_gym_agent_solves_a_scenario_on_the_door(gateway: GatewayProcess,
+                                                      tmp_path: Path) -> None:
     rows_file = tmp_path / "library_loans.jsonl"
     exported = subprocess.run(
         [str(REPO_ROOT / ".venv" / "bin" / "envscaler"), "export", "nemo-gym", LIBRARY,
@@ -100,7 +102,7 @@ async def test_nemo_gym_agent_solves_a_scenario_on_the_door(
     assert exported.returncode == 0, exported.stderr
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
     assert rows == nemo_gym_rows(LIBRARY, url=gateway.url, api_key=API_KEY)
-    env_tools = (await admin.get(f"/v1/envs/{LIBRARY}")).json()["tools"]
+    env_tools = rest(gateway, f"/v1/envs/{LIBRARY}")["tools"]
     [row] = [row for row in rows if row["scenario"] == SCENARIO]
     assert [tool["name"] for tool in row["responses_create_params"]["tools"]] == [
         tool["function"]["name"] for tool in env_tools]
@@ -136,7 +138,7 @@ async def test_nemo_gym_agent_solves_a_scenario_on_the_door(
 
     # the REST trajectory has the agent's calls, and none of the refused ones
     session_id = report["seed"]["session_id"]
-    trajectory = (await admin.get(f"/v1/sessions/{session_id}/trajectory")).json()
+    trajectory = rest(gateway, f"/v1/sessions/{session_id}/trajectory")
     called = [entry["name"] for entry in trajectory["entries"] if entry.get("kind") != "reset"]
     assert called == [call["name"] for call in calls]
 
