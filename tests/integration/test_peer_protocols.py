@@ -58,8 +58,9 @@ def solution() -> list[dict[str, Any]]:
 
 
 def drive(venv: str, driver: str, spec: dict[str, Any], gateway: GatewayProcess,
-          cwd: Path | None = None) -> dict[str, Any]:
-    """Run a peer's driver in its venv; its report (the last line of its output)."""
+          cwd: Path) -> dict[str, Any]:
+    """Run a peer's driver in its venv, in ``cwd`` (NeMo Gym's Hydra writes its outputs/ there);
+    its report (the last line of its output)."""
     python = REPO_ROOT / venv / "bin" / "python"
     assert python.exists(), f"no {venv}: run scripts/bootstrap"
     env = {**os.environ, "ENVSCALER_URL": gateway.url, "ENVSCALER_API_KEY": API_KEY}
@@ -112,7 +113,7 @@ def test_nemo_gym_agent_solves_a_scenario_on_the_door(gateway: GatewayProcess,
 
     report = drive(".venv-nemo-gym", "nemo_gym_driver.py",
                    {"base_url": f"{gateway.url}/nemo-gym/{LIBRARY}", "api_key": API_KEY,
-                    "row": row, "turns": turns}, gateway)
+                    "row": row, "turns": turns}, gateway, tmp_path)
 
     assert report["seed_status"] == 200 and report["cookie_names"] == ["envscaler_session"]
     assert report["seed"]["scenario"] == SCENARIO and report["seed"]["seed"] == 0
@@ -167,10 +168,11 @@ async def test_nemo_gym_door_needs_the_api_key_and_a_known_environment(
 # ---------------------------------------------------------------- GEM (ROLL)
 
 
-def test_gem_env_plays_a_scenario_to_reward_one(gateway: GatewayProcess) -> None:
+def test_gem_env_plays_a_scenario_to_reward_one(gateway: GatewayProcess,
+                                                tmp_path: Path) -> None:
     report = drive(".venv-gem", "gem_driver.py",
                    {"env": LIBRARY, "scenario": SCENARIO, "solution": solution(),
-                    "other_scenario": OTHER}, gateway)
+                    "other_scenario": OTHER}, gateway, tmp_path)
 
     assert report["env_id"] == f"envscaler:{LIBRARY}" and report["registered"]
     assert report["scenario"] == SCENARIO and report["seed"] == 3 and report["task"]
@@ -194,9 +196,10 @@ def test_gem_env_plays_a_scenario_to_reward_one(gateway: GatewayProcess) -> None
 # ---------------------------------------------------------------- verifiers
 
 
-def test_verifiers_taskset_loads_calls_tools_and_scores(gateway: GatewayProcess) -> None:
+def test_verifiers_taskset_loads_calls_tools_and_scores(gateway: GatewayProcess,
+                                                        tmp_path: Path) -> None:
     report = drive(".venv-verifiers", "verifiers_driver.py",
-                   {"url": gateway.url, "env": LIBRARY, "scenario": SCENARIO}, gateway)
+                   {"url": gateway.url, "env": LIBRARY, "scenario": SCENARIO}, gateway, tmp_path)
 
     assert report["env_class"] == "SingleAgentEnv" and report["tasks"] >= 2
     assert SCENARIO in report["names"] and report["has_system_prompt"] and report["prompt"]
