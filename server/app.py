@@ -26,7 +26,7 @@ from sandbox.image_pools import ImagePools, requirement_sets
 from server import errors, statesize
 from server.auth import Authenticator
 from server.catalogue import ServedCatalogue
-from server.doors import openenv, ors
+from server.doors import nemo_gym, openenv, ors
 from server.fastcall import FastCalls
 from server.limits import BodyLimit, call_body_bytes
 from server.mcp_door import MCP_PATH, McpDoor, McpErrors
@@ -186,6 +186,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(envs.router)
     app.include_router(openenv.router)
+    app.include_router(nemo_gym.router)
     app.include_router(ors.router)  # at the root, where ORS clients look: last, after all others
     app.add_route(MCP_PATH, mcp, include_in_schema=False)  # ASGI: every method, to the SDK
     apidocs.mount(app)

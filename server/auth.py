@@ -65,6 +65,16 @@ class Principal:
 ANONYMOUS_ADMIN = Principal(kind="admin")
 
 
+def agent_principal(token: str) -> Principal | None:
+    """The agent that ``token`` claims to be (checked against its session's record later), or
+    None when it is not shaped as an agent token."""
+    match = AGENT_TOKEN_RE.match(token)
+    if match is None:
+        return None
+    return Principal(kind="agent", owner="agent", session_id=match.group(1),
+                     token_hash=token_hash(token))
+
+
 class Authenticator:
     def __init__(self, api_keys: list[str]) -> None:
         self._keys = [(key.encode(), key_fingerprint(key)) for key in api_keys]
@@ -92,11 +102,9 @@ class Authenticator:
         for key, fingerprint in self._keys:
             if hmac.compare_digest(encoded, key):
                 return Principal(kind="admin", owner=fingerprint)
-        match = AGENT_TOKEN_RE.match(token)
-        if match is not None:
-            return Principal(
-                kind="agent", owner="agent", session_id=match.group(1), token_hash=token_hash(token)
-            )
+        agent = agent_principal(token)
+        if agent is not None:
+            return agent
         if admit:
             return ANONYMOUS_ADMIN
         raise unauthorized("unknown API key" if self._keys else

@@ -31,7 +31,7 @@ from server.models import (
     error_responses,
 )
 from server.responses import FastJSONResponse
-from server.sessions import SessionService
+from server.sessions import CallOutcome, SessionService
 from server.store import Record
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -195,9 +195,15 @@ async def answer_call(
 ) -> FastJSONResponse:
     """The answer to a tool call: its `CallResult`, or an `ApiError` (504 on a deadline)."""
     outcome = await sessions.call(caller, session_id, name, arguments, call_id, seq)
+    return FastJSONResponse(checked(outcome).body())
+
+
+def checked(outcome: CallOutcome) -> CallOutcome:
+    """A tool call's outcome, its deadline raised as the `ApiError` 504 ``Timeout`` (the call
+    stays recorded): what every door that answers a call over HTTP answers."""
     if outcome.status == 504:
         raise ApiError(504, "Timeout", outcome.entry["error"]["message"])
-    return FastJSONResponse(outcome.body())
+    return outcome
 
 
 @router.get(

@@ -22,20 +22,13 @@ scenario and seed by later ones (the sandbox is reset in place). ``get_reward`` 
 from __future__ import annotations
 
 import itertools
-import logging
-import weakref
 from typing import Any, ClassVar, Self
 
 from envscaler_client.client import EnvClient, Session
-from envscaler_client.errors import EnvScalerError, NotFoundError, SessionClosedError
 from envscaler_client.adapters.rows import Episode, gateway
 from envscaler_client.adapters.signatures import tool_method
+from envscaler_client.adapters.slot import SessionSlot
 from envscaler_client.tools import tool_message
-
-log = logging.getLogger(__name__)
-
-SESSION_GONE = frozenset({"SessionClosed", "SessionExpired", "UnknownSession"})
-"""What a reset may meet when the gateway ended the session between batches: open a new one."""
 
 
 class EnvScalerEnvironment:
@@ -50,18 +43,15 @@ class EnvScalerEnvironment:
     _gateway: ClassVar[tuple[str, str | None]]
 
     def __init__(self) -> None:
-        self._client = EnvClient(*self._gateway)
-        self._session: Session | None = None
-        self._slot: list[Session] = []  # the open session, shared with the finalizer (not self)
+        self._slot = SessionSlot(EnvClient(*self._gateway))
         self._calls = itertools.count()
-        self._finalizer = weakref.finalize(self, _close, self._client, self._slot)
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         """Close the session now rather than when the instance is collected."""
-        self._finalizer()
+        self._slot.close()
 
     def reset(self, **row: Any) -> str | None:
         """Move to the row's scenario and seed (``env``, ``scenario``, ``seed``), opening the
@@ -71,18 +61,7 @@ class EnvScalerEnvironment:
         if episode.env != self._env:
             raise ValueError(f"this environment class serves {self._env!r}, but the row names "
                              f"{episode.env!r}: pass a dict of factories for several environments")
-        session = self._session
-        if session is not None:
-            try:
-                session.reset(episode.scenario, seed=episode.seed)
-            except (SessionClosedError, NotFoundError) as exc:
-                if exc.type not in SESSION_GONE:
-                    raise
-                session = None
-        if session is None:
-            session = self._client.create_session(self._env, episode.scenario, seed=episode.seed)
-            self._slot[:] = [session]
-            self._session = session
+        session = self._slot.move_to(episode)
         return None if "prompt" in row else session.task
 
     def get_reward(self) -> float:
@@ -90,27 +69,13 @@ class EnvScalerEnvironment:
         return self._open_session().validate().reward
 
     def _open_session(self) -> Session:
-        if self._session is None:
-            raise RuntimeError(f"{type(self).__name__}: reset(**row) must start a rollout first")
-        return self._session
+        return self._slot.current(f"{type(self).__name__} (reset(**row))")
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
         """Run the tool; its result (or a correctable error) as the JSON text the model reads."""
         call = {"id": f"trl-{next(self._calls)}", "type": "function",
                 "function": {"name": name, "arguments": arguments}}
         return tool_message(self._open_session(), call)["content"]
-
-
-def _close(client: EnvClient, slot: list[Session]) -> None:
-    """End the instance's session and connections when TRL drops it (or at exit). A gateway
-    that is gone by then is logged, not raised: the session expires on its own."""
-    try:
-        for session in slot:
-            session.close()
-    except EnvScalerError as exc:
-        log.warning("could not close session %s: %s", slot[0].id, exc)
-    finally:
-        client.close()
 
 
 def _run(instance: EnvScalerEnvironment, name: str, arguments: dict[str, Any]) -> str:
