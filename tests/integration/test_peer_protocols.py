@@ -43,7 +43,7 @@ ARGUMENT_BYTES = 4096
 @pytest.fixture(scope="module")
 def gateway(redis_url: str, sandbox_image: str, socket_root: Path, catalogue_root: Path,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    settings = Settings(redis_url=own_redis_db(redis_url, 15), api_keys=[API_KEY],
+    settings = Settings(redis_url=own_redis_db(redis_url, 7), api_keys=[API_KEY],
                         catalogue=catalogue_root, sandbox_backend="docker",
                         sandbox_image=sandbox_image, socket_root=socket_root, pool_size=2,
                         max_argument_bytes=ARGUMENT_BYTES, log_level="WARNING")
