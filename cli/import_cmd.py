@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, NoReturn
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.progress import (
@@ -157,18 +158,45 @@ def bfcl(
         report = asyncio.run(run())
     except (CheckoutError, ValueError) as exc:
         _fail(str(exc))
-    if json_output:
-        print_json(report.to_dict())
-    else:
-        for env in report.imported:
-            out.print(f"{env.env_id}: {env.scenarios} scenarios, {env.tools} tools "
-                      f"({', '.join(env.classes)})")
-        for problem in report.errors:
-            err.print(Text.assemble(("not imported ", "yellow"), f"{problem.record}: ",
-                                    problem.reason))
-        counts = report.counts()
-        out.print(f"{counts['scenarios_imported']} of {counts['questions']} questions imported "
-                  f"into {counts['envs_imported']} environments in {report.out}")
+    _render_imported(report, json_output, "questions",
+                     detail=lambda env: ", ".join(env.classes))
+    raise typer.Exit(0 if report.imported else 1)
+
+
+@app.command("tau-bench")
+def tau_bench(
+    from_dir: Annotated[Path, typer.Option(
+        "--from", help="A tau-bench checkout: its tau_bench/envs/<domain>/ tools, policy, data "
+        "and test tasks are read.")],
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Catalogue folder to write OUT/<env_id>/ into (created when missing).")],
+    domain: Annotated[list[str] | None, typer.Option(
+        "--domain", show_default=False, help="retail or airline (default both); repeat for "
+        "several.")] = None,
+    json_output: JsonOutput = False,
+) -> None:
+    """Convert tau-bench's domains into OUT/tau-<domain>/: tau's tools (with respond, its
+    message to the user), its database as a shared data file, its policy as the introduction,
+    one scenario per test task (retail-0, ...) whose check is tau's reward (the ground truth is
+    replayed in a sandbox: tau's code never runs in this process). Exit 1 when no environment
+    could be imported.
+    """
+    import asyncio
+
+    from importers.tau_bench import CheckoutError, import_tau_bench
+    from importers.tau_bench.checkout import DOMAINS
+    from synth.sandboxes import SandboxHub
+
+    async def run():  # type: ignore[no-untyped-def]
+        async with SandboxHub.from_environment(limit=1) as hub:
+            return await import_tau_bench(from_dir, out_dir, hub,
+                                          domains=tuple(domain or DOMAINS))
+
+    try:
+        report = asyncio.run(run())
+    except (CheckoutError, ValueError) as exc:
+        _fail(str(exc))
+    _render_imported(report, json_output, "tasks")
     raise typer.Exit(0 if report.imported else 1)
 
 
@@ -212,6 +240,24 @@ def bfcl_compare(
         print_json(report.to_dict())
     else:
         _render_fidelity(report)
+
+
+def _render_imported(report, json_output: bool, records: str,  # type: ignore[no-untyped-def]
+                     detail: Callable[[Any], str] | None = None) -> None:
+    """A benchmark import's report: its JSON, or each environment, each record not imported
+    with its reason, and the count of ``records`` (the report's word for them) imported."""
+    if json_output:
+        print_json(report.to_dict())
+        return
+    for env in report.imported:
+        suffix = f" ({detail(env)})" if detail is not None else ""
+        out.print(f"{env.env_id}: {env.scenarios} scenarios, {env.tools} tools{suffix}")
+    for problem in report.errors:
+        err.print(Text.assemble(("not imported ", "yellow"), f"{problem.record}: ",
+                                problem.reason))
+    counts = report.counts()
+    out.print(f"{counts['scenarios_imported']} of {counts[records]} {records} imported "
+              f"into {counts['envs_imported']} environments in {report.out}")
 
 
 def _fail(message: str) -> NoReturn:

@@ -8,7 +8,8 @@ messages to the user. Each tool of ``ALL_TOOLS`` becomes a method of the same na
 ``get_info`` schema (records as TypedDicts, enums as Literals, descriptions in the docstring, so
 the derived schema is tau's), that calls the tool's ``invoke`` on the database as tau's
 ``Env.step`` does: an exception becomes the observation ``Error: ...`` and the changes made before
-it stay. ``respond`` is tau's action of the same name: the message is recorded for the reward's
+it stay. ``TERMINATE_TOOLS`` names the tools at which tau ends an episode (its
+``terminate_tools``), for scoring. ``respond`` is tau's action of the same name: the message is recorded for the reward's
 output check (tau looks for each required output in these messages).
 """
 
@@ -22,6 +23,7 @@ from importers.tau_bench.checkout import RESPOND, Domain, ToolSource
 
 CLASS_NAME = "TauBench"
 MESSAGES = "messages_to_user"
+TERMINATE = "TERMINATE_TOOLS"
 _TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 _TAU_IMPORT = "tau_bench"
 _STUB = ('class Tool:\n    """tau-bench\'s tool base (tau_bench.envs.tool.Tool): tools are '
@@ -145,7 +147,9 @@ def _wrapper(domain: Domain, methods: list[str]) -> str:
               "        finally:\n"
               "            for key, value in data.items():\n"
               "                setattr(self, key, value)")
-    return (f"class {CLASS_NAME}:\n"
+    return (f"{TERMINATE}: tuple[str, ...] = {tuple(domain.terminate_tools)!r}  "
+            "# tau ends an episode at these\n\n\n"
+            f"class {CLASS_NAME}:\n"
             f'    """tau-bench {domain.name}: the database ({", ".join(keys)}) and the '
             f'messages to the user."""\n\n'
             "    def __init__(self, init_config):\n"
@@ -154,4 +158,4 @@ def _wrapper(domain: Domain, methods: list[str]) -> str:
             + invoke + "\n\n" + "\n\n".join(methods) + "\n\n" + respond)
 
 
-__all__ = ["CLASS_NAME", "MESSAGES", "EnvCode", "EnvCodeError", "build"]
+__all__ = ["CLASS_NAME", "MESSAGES", "TERMINATE", "EnvCode", "EnvCodeError", "build"]
