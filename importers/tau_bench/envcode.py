@@ -19,6 +19,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
+from importers.funcdoc import one_line
 from importers.tau_bench.checkout import RESPOND, Domain, ToolSource
 
 CLASS_NAME = "TauBench"
@@ -81,8 +82,8 @@ def _method(tool: ToolSource, records: list[str]) -> str:
             raise EnvCodeError(f"{tool.name}: {name} is optional but invoke has no default")
         passed.append(f"{name!r}: {name}")
         if spec.get("description"):
-            described.append(f"            {name}: {_one_line(spec['description'])}")
-    docstring = _one_line(function.get("description") or tool.name)
+            described.append(f"            {name}: {one_line(spec['description'])}")
+    docstring = one_line(function.get("description") or tool.name)
     if described:
         docstring += "\n\n        Args:\n" + "\n".join(described)
     required_first = sorted(signature[1:], key=lambda text: "=" in text)
@@ -121,10 +122,6 @@ def _record(spec: dict[str, Any], name: str, records: list[str]) -> None:
         records.append(f"class {name}_optional(TypedDict, total=False):\n" + "\n".join(optional))
         base = f"{name}_optional"
     records.append(f"class {name}({base}):\n" + ("\n".join(lines) or "    pass"))
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).replace('"""', "'''").replace("\\", "\\\\").split())
 
 
 def _wrapper(domain: Domain, methods: list[str]) -> str:
