@@ -7,10 +7,12 @@ score the benchmark's own scorer gives.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
+from envscaler_client import EnvClient
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -48,28 +50,65 @@ def tau_bench(
         ending = {domain: terminate_tools(catalogue, domain)
                   for domain in {line.env for line in lines}}
     except ActionsFileError as exc:
-        err.print(Text.assemble(("error: ", "red"), str(exc)))
-        raise typer.Exit(1) from None
+        _fail(str(exc))
+    _scored(url, api_key, catalogue, json_output,
+            lambda client, advance: score_all(client, lines, ending, advance))
+
+
+@app.command("acebench")
+def acebench(
+    catalogue: Annotated[Path, typer.Option(
+        "--catalogue", help="The catalogue `envscaler import acebench` wrote (its --out).")],
+    calls: Annotated[Path, typer.Option(
+        "--calls", help="JSONL, one question a line: {id, calls: [{name, arguments}]}; id: "
+        "ACEBench's question id, e.g. agent_multi_step_0.")],
+    url: GatewayUrl = None,
+    api_key: ApiKey = None,
+    json_output: JsonOutput = False,
+) -> None:
+    """ACEBench's end-to-end verdict of each call sequence (1.0 when the final states pass its
+    agent checker against the possible answer, else 0.0), printed as
+    {"agent_multi_step_0": 1.0, ...}. Exit 1 when a line could not be scored."""
+    from importers.acebench.scoring import CallsFileError, question_envs, read_calls, score_all
+
+    try:
+        lines = read_calls(calls)
+        envs = question_envs(catalogue)
+    except CallsFileError as exc:
+        _fail(str(exc))
+    _scored(url, api_key, catalogue, json_output,
+            lambda client, advance: score_all(client, lines, envs, advance))
+
+
+def _scored(url: str | None, api_key: str | None, catalogue: Path, json_output: bool,
+            run: Callable[[EnvClient, Callable[[int, int], None]], list[Any]]) -> None:
+    """Run the scoring on a gateway and print the rewards by key; exit 1 when a line could not
+    be scored (its error on stderr)."""
     with (gateway(url, catalogue) as base_url, connect(base_url, api_key) as client,
           _progress(json_output) as advance):
-        scores = score_all(client, lines, ending, advance)
+        scores = run(client, advance)
     rewards = {entry.key: entry.reward for entry in scores if entry.reward is not None}
-    failed = [entry for entry in scores if entry.reward is None]
     if json_output:
         print_json(rewards)
     else:
         table = Table()
-        table.add_column("task", no_wrap=True)
+        table.add_column("case", no_wrap=True)
         table.add_column("reward", justify="right")
         for key, reward in rewards.items():
             table.add_row(key, f"{reward:.1f}")
         out.print(table)
         if rewards:
-            out.print(f"average reward {sum(rewards.values()) / len(rewards):.4f} over "
-                      f"{len(rewards)} tasks")
+            out.print(f"average {sum(rewards.values()) / len(rewards):.4f} over "
+                      f"{len(rewards)} cases")
+    failed = [entry for entry in scores if entry.reward is None]
     for entry in failed:
         err.print(Text.assemble(("not scored ", "red"), f"{entry.key}: {entry.error}"))
     raise typer.Exit(1 if failed else 0)
+
+
+def _fail(message: str) -> NoReturn:
+    err.print(Text.assemble(("error: ", "red"), message))
+    raise typer.Exit(1)
 
 
 class _progress:

@@ -200,6 +200,47 @@ def tau_bench(
     raise typer.Exit(0 if report.imported else 1)
 
 
+@app.command("acebench")
+def acebench(
+    from_dir: Annotated[Path, typer.Option(
+        "--from", help="An ACEBench checkout: its data_all/data_en agent files, "
+        "possible answers and model_inference scenario classes are read.")],
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Catalogue folder to write OUT/<env_id>/ into (created when missing).")],
+    category: Annotated[list[str] | None, typer.Option(
+        "--category", show_default=False, help="multi_step or multi_turn (default both); "
+        "repeat for several.")] = None,
+    json_output: JsonOutput = False,
+) -> None:
+    """Convert ACEBench's agent category into OUT/<env_id>/: one environment per set of classes
+    questions involve (acebench-<classes>), one scenario per question whose check is ACEBench's
+    end-to-end rule; its milestones are the reference solution when replaying them (in a
+    sandbox: ACEBench's code never runs in this process) passes it, else the scenario is
+    unverified. Exit 1 when no environment could be imported.
+    """
+    import asyncio
+
+    from importers.acebench import CheckoutError, import_acebench
+    from importers.acebench.checkout import CATEGORIES
+    from synth.sandboxes import SandboxHub
+
+    async def run():  # type: ignore[no-untyped-def]
+        async with SandboxHub.from_environment(limit=1) as hub:
+            return await import_acebench(from_dir, out_dir, hub,
+                                         categories=tuple(category or CATEGORIES))
+
+    try:
+        report = asyncio.run(run())
+    except (CheckoutError, ValueError) as exc:
+        _fail(str(exc))
+    _render_imported(report, json_output, "questions")
+    if not json_output:
+        for problem in report.unverified:
+            err.print(Text.assemble(("unverified ", "yellow"), f"{problem.record}: ",
+                                    problem.reason))
+    raise typer.Exit(0 if report.imported else 1)
+
+
 @app.command("bfcl-compare")
 def bfcl_compare(
     from_dir: Annotated[Path, typer.Option(

@@ -15,20 +15,17 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from envscaler_client import EnvClient
-from envscaler_client.errors import EnvScalerError, InvalidArgumentsError, NotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envformat.loader import ENV_SOURCE
+from importers.replay_score import Score, score_calls
 from importers.tau_bench.checkout import DOMAINS, RESPOND
 from importers.tau_bench.envcode import TERMINATE
 from importers.tau_bench.importer import env_id, scenario_id
-
-AGENT_FAILURES = ("UnknownTool", "InvalidArguments")
 
 
 class ActionsFileError(ValueError):
@@ -53,15 +50,6 @@ class ActionsLine(_Strict):
     @property
     def key(self) -> str:
         return scenario_id(self.env, self.task_id)
-
-
-@dataclass(frozen=True)
-class Score:
-    """One line's outcome: tau's reward, or why it could not be scored."""
-
-    key: str
-    reward: float | None
-    error: str | None = None
 
 
 def read_actions(path: Path) -> list[ActionsLine]:
@@ -108,18 +96,8 @@ def terminate_tools(catalogue: Path, domain: str) -> tuple[str, ...]:
 def score(client: EnvClient, line: ActionsLine, terminate: tuple[str, ...]) -> Score:
     """tau's reward for one line; an error of the gateway (not of the agent's actions) leaves it
     unscored, with the error."""
-    try:
-        with client.create_session(env_id(line.env), scenario=line.key) as session:
-            for action in _steps(line, terminate):
-                try:
-                    session.call(action.name, action.kwargs)
-                except (NotFoundError, InvalidArgumentsError) as exc:
-                    if exc.type not in AGENT_FAILURES:
-                        raise
-            validation = session.validate()
-    except EnvScalerError as exc:
-        return Score(line.key, None, str(exc))
-    return Score(line.key, 1.0 if validation.passed == validation.total else 0.0)
+    return score_calls(client, line.key, env_id(line.env), line.key,
+                       ((step.name, step.kwargs) for step in _steps(line, terminate)))
 
 
 def _steps(line: ActionsLine, terminate: tuple[str, ...]) -> Iterator[ActionRecord]:
