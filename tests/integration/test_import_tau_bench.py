@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 from cli.main import app
-from envscaler_client import EnvClient
+from envscaler_client import AsyncEnvClient, EnvClient
+from envscaler_client.rollout import ChatCompletionsPolicy, SimulatedUser, run_episode
 from typer.testing import CliRunner
 
 from envformat.loader import load_env
+from tests.fixtures.rollout.scripted_chat import ScriptedChat, calls
 from tests.integration.live_gateway import LiveGateway, gateway_settings, running_gateway
 from tests.integration.test_multi_turn import reference_rollout
 
@@ -118,3 +120,25 @@ def test_a_line_that_cannot_be_scored_is_reported_and_the_others_are_scored(
     assert "not scored retail-7" in result.stderr
     with EnvClient(served.url, served.api_key) as client:
         assert [s.id for s in client.scenarios(ENV)] == ["retail-0", "retail-1"]
+
+
+async def test_taus_user_holds_the_task_and_hears_the_outputs(served: LiveGateway) -> None:
+    agent_said = "Order #O1 costs 42.5; I left a Five Stars note on #O2."
+    with ScriptedChat().running() as chat:
+        chat.script("user", "five-star note", [  # tau's prompt holds the instruction
+            "How much is order #O1? And please leave a five-star note on #O2.", "###STOP###"])
+        chat.script("agent", "How much is order #O1?", [
+            calls(("get_order_details", {"order_id": "#O1"})),
+            calls(("add_order_notes", NOTE["kwargs"])), agent_said])
+        async with AsyncEnvClient(served.url, served.api_key) as client, \
+                ChatCompletionsPolicy(chat.url, "agent") as policy, \
+                SimulatedUser(chat.url, "user", style="tau") as user:
+            async with client.create_session(ENV, "retail-1") as session:
+                episode = await run_episode(session, policy, mode="conversation", user=user)
+                state = (await session.state()).state
+    assert episode.termination == "user_stop" and episode.reward == 1.0
+    assert episode.user_messages[0]["content"].startswith(
+        "You are a user interacting with an agent.\n\nInstruction: You are Ada.")
+    assert [m["content"] for m in episode.user_messages if m["role"] == "user"] == [
+        "Hi! How can I help you today?", agent_said]
+    assert state["messages_to_user"] == [agent_said]  # the greeting is not the agent's
