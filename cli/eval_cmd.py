@@ -38,18 +38,14 @@ def tau_bench(
     """tau-bench's reward of each action sequence (1.0 when the database ends as the task's
     ground truth leaves it and every required output was said to the user, else 0.0), printed
     as {"retail-0": 1.0, ...}. Exit 1 when a line could not be scored (the error is shown)."""
-    from importers.tau_bench.scoring import (
-        ActionsFileError,
-        read_actions,
-        score_all,
-        terminate_tools,
-    )
+    from importers.replay_score import AnswersFileError
+    from importers.tau_bench.scoring import read_actions, score_all, terminate_tools
 
     try:
         lines = read_actions(actions)
         ending = {domain: terminate_tools(catalogue, domain)
                   for domain in {line.env for line in lines}}
-    except ActionsFileError as exc:
+    except AnswersFileError as exc:
         _fail(str(exc))
     _scored(url, api_key, catalogue, json_output,
             lambda client, advance: score_all(client, lines, ending, advance))
@@ -69,12 +65,13 @@ def acebench(
     """ACEBench's end-to-end verdict of each call sequence (1.0 when the final states pass its
     agent checker against the possible answer, else 0.0), printed as
     {"agent_multi_step_0": 1.0, ...}. Exit 1 when a line could not be scored."""
-    from importers.acebench.scoring import CallsFileError, question_envs, read_calls, score_all
+    from importers.acebench.scoring import question_envs, read_calls, score_all
+    from importers.replay_score import AnswersFileError
 
     try:
         lines = read_calls(calls)
         envs = question_envs(catalogue)
-    except CallsFileError as exc:
+    except AnswersFileError as exc:
         _fail(str(exc))
     _scored(url, api_key, catalogue, json_output,
             lambda client, advance: score_all(client, lines, envs, advance))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -143,21 +143,11 @@ def bfcl(
     leaves (replayed in a sandbox: BFCL's code never runs in this process). Exit 1 when no
     environment could be imported.
     """
-    import asyncio
-
     from importers.bfcl import CheckoutError, import_bfcl
-    from synth.sandboxes import SandboxHub
 
-    async def run():  # type: ignore[no-untyped-def]
-        async with SandboxHub.from_environment(limit=1) as hub:
-            return await import_bfcl(from_dir, out_dir, hub,
-                                     categories=tuple(category or ("base",)),
-                                     requirements=tuple(requirement or ()))
-
-    try:
-        report = asyncio.run(run())
-    except (CheckoutError, ValueError) as exc:
-        _fail(str(exc))
+    report = _in_sandboxes(lambda hub: import_bfcl(
+        from_dir, out_dir, hub, categories=tuple(category or ("base",)),
+        requirements=tuple(requirement or ())), CheckoutError)
     _render_imported(report, json_output, "questions",
                      detail=lambda env: ", ".join(env.classes))
     raise typer.Exit(0 if report.imported else 1)
@@ -181,21 +171,11 @@ def tau_bench(
     replayed in a sandbox: tau's code never runs in this process). Exit 1 when no environment
     could be imported.
     """
-    import asyncio
-
     from importers.tau_bench import CheckoutError, import_tau_bench
     from importers.tau_bench.checkout import DOMAINS
-    from synth.sandboxes import SandboxHub
 
-    async def run():  # type: ignore[no-untyped-def]
-        async with SandboxHub.from_environment(limit=1) as hub:
-            return await import_tau_bench(from_dir, out_dir, hub,
-                                          domains=tuple(domain or DOMAINS))
-
-    try:
-        report = asyncio.run(run())
-    except (CheckoutError, ValueError) as exc:
-        _fail(str(exc))
+    report = _in_sandboxes(lambda hub: import_tau_bench(
+        from_dir, out_dir, hub, domains=tuple(domain or DOMAINS)), CheckoutError)
     _render_imported(report, json_output, "tasks")
     raise typer.Exit(0 if report.imported else 1)
 
@@ -218,21 +198,11 @@ def acebench(
     sandbox: ACEBench's code never runs in this process) passes it, else the scenario is
     unverified. Exit 1 when no environment could be imported.
     """
-    import asyncio
-
     from importers.acebench import CheckoutError, import_acebench
     from importers.acebench.checkout import CATEGORIES
-    from synth.sandboxes import SandboxHub
 
-    async def run():  # type: ignore[no-untyped-def]
-        async with SandboxHub.from_environment(limit=1) as hub:
-            return await import_acebench(from_dir, out_dir, hub,
-                                         categories=tuple(category or CATEGORIES))
-
-    try:
-        report = asyncio.run(run())
-    except (CheckoutError, ValueError) as exc:
-        _fail(str(exc))
+    report = _in_sandboxes(lambda hub: import_acebench(
+        from_dir, out_dir, hub, categories=tuple(category or CATEGORIES)), CheckoutError)
     _render_imported(report, json_output, "questions")
     if not json_output:
         for problem in report.unverified:
@@ -281,6 +251,24 @@ def bfcl_compare(
         print_json(report.to_dict())
     else:
         _render_fidelity(report)
+
+
+def _in_sandboxes(run: Callable[[Any], Awaitable[Any]],
+                  checkout_error: type[Exception]) -> Any:
+    """A benchmark import, run with sandboxes of its own (where the benchmark's code runs);
+    a checkout that lacks what it needs, or a bad option, fails with its message."""
+    import asyncio
+
+    from synth.sandboxes import SandboxHub
+
+    async def imported() -> Any:
+        async with SandboxHub.from_environment(limit=1) as hub:
+            return await run(hub)
+
+    try:
+        return asyncio.run(imported())
+    except (checkout_error, ValueError) as exc:
+        _fail(str(exc))
 
 
 def _render_imported(report, json_output: bool, records: str,  # type: ignore[no-untyped-def]

@@ -13,15 +13,11 @@ served, it has no ground truth) is reported with its id and the reason.
 from __future__ import annotations
 
 import ast
-import json
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-from envformat.loader import ENV_MANIFEST, ENV_SCENARIOS, ENV_SOURCE, load_env, sync_manifest
 from envformat.models import ChecklistItem, Scenario, ToolCall
 from envformat.toolschema import derive_tools
 from importers.acebench.checkout import CATEGORIES, Category, read_category, saved_attributes
@@ -34,6 +30,7 @@ from importers.acebench.envcode import (
     build,
 )
 from importers.acebench.reward import check_source, end_to_end, saved_result
+from importers.envfolder import Problem, write_env
 from importers.sandbox_replay import Replayer, ReplayError
 from synth.sandboxes import SandboxHub
 
@@ -44,12 +41,6 @@ CHECK_ITEM = ("Does the final state of every involved class pass ACEBench's end-
 
 class QuestionError(ValueError):
     """A question that cannot become a scenario, or a milestone that does not parse."""
-
-
-@dataclass(frozen=True)
-class Problem:
-    record: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -132,7 +123,8 @@ async def _import_group(category: Category, classes: tuple[str, ...],
     if not scenarios:
         report.errors.append(Problem(env_id(classes), "no question of these classes imported"))
         return
-    path = _write(out, classes, code, scenarios, created)
+    manifest = _manifest(classes, derive_tools(code.source, CLASS_NAME), created)
+    path = write_env(out, env_id(classes), code.source, manifest, scenarios)
     report.imported.append(ImportedEnv(
         env_id(classes), classes, len(code.tools), len(scenarios),
         sum(1 for scenario in scenarios if scenario.verified), str(path)))
@@ -187,32 +179,6 @@ def milestone_calls(milestones: Any) -> list[ToolCall]:
         except (SyntaxError, ValueError) as exc:
             raise QuestionError(f"milestone {source!r} does not parse: {exc}") from None
     return calls
-
-
-def _write(out: Path, classes: tuple[str, ...], code: EnvCode, scenarios: list[Scenario],
-           created: str) -> Path:
-    """The environment's folder, assembled and loaded in a staging folder, then moved in place
-    (an earlier import of the same id is replaced)."""
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=out))
-    try:
-        folder = staging / env_id(classes)
-        folder.mkdir()
-        (folder / ENV_SOURCE).write_text(code.source, encoding="utf-8")
-        tools = derive_tools(code.source, CLASS_NAME)
-        (folder / ENV_MANIFEST).write_text(json.dumps(_manifest(classes, tools, created)),
-                                           encoding="utf-8")
-        (folder / ENV_SCENARIOS).write_text(
-            "".join(s.model_dump_json() + "\n" for s in scenarios), encoding="utf-8")
-        sync_manifest(folder)
-        load_env(folder)
-        target = out / env_id(classes)
-        if target.exists():
-            shutil.rmtree(target)
-        folder.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def _manifest(classes: tuple[str, ...], tools: list[dict[str, Any]],

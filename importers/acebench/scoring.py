@@ -9,19 +9,18 @@ environment of a question is found from the catalogue's scenarios.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from envformat.loader import FormatError, load_catalogue
 from importers.acebench.importer import PIPELINE_PREFIX
-from importers.replay_score import Score, score_calls
+from importers.replay_score import AnswersFileError, Score, read_answers, score_calls
 
 
-class CallsFileError(ValueError):
+class CallsFileError(AnswersFileError):
     """A calls file that cannot be read, or a question no imported environment holds."""
 
 
@@ -40,29 +39,8 @@ class CallsLine(_Strict):
 
 
 def read_calls(path: Path) -> list[CallsLine]:
-    """Every line of ``path``; one question twice is an error."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CallsFileError(f"{path}: cannot read: {exc}") from None
-    lines: dict[str, CallsLine] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            line = CallsLine.model_validate(json.loads(raw))
-        except json.JSONDecodeError as exc:
-            raise CallsFileError(f"{path}:{number}: not JSON: {exc.msg}") from None
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "line"
-            raise CallsFileError(f"{path}:{number}: {where}: {first['msg']}") from None
-        if line.id in lines:
-            raise CallsFileError(f"{path}:{number}: {line.id} is scored twice")
-        lines[line.id] = line
-    if not lines:
-        raise CallsFileError(f"{path}: no call sequence in it")
-    return list(lines.values())
+    """Every line of ``path``; one case twice is an error (its key would be ambiguous)."""
+    return read_answers(path, CallsLine, lambda line: line.id)
 
 
 def question_envs(catalogue: Path) -> dict[str, str]:

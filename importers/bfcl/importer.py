@@ -13,8 +13,6 @@ that does not load) is reported with its id and the reason; the others still imp
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -23,13 +21,13 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from envformat.loader import ENV_MANIFEST, ENV_SCENARIOS, ENV_SOURCE, load_env, sync_manifest
 from envformat.models import ChecklistItem, Scenario, UserTurn
 from envformat.requirements import import_names, pins_problem
 from envformat.toolschema import derive_tools
 from importers.bfcl.calls import CallError, parse_call
 from importers.bfcl.checkout import Checkout, locate
 from importers.bfcl.envcode import CLASS_NAME, CONFIG_KEY, EnvCode, EnvCodeError, build
+from importers.envfolder import Problem, write_env
 from importers.sandbox_replay import Replayer, ReplayError
 from synth.sandboxes import SandboxHub
 
@@ -39,12 +37,6 @@ PIPELINE_PREFIX = "bfcl-import@"
 
 class QuestionError(ValueError):
     """A question that cannot become a scenario."""
-
-
-@dataclass(frozen=True)
-class Problem:
-    record: str  # a question id, or the environment's id
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -145,7 +137,10 @@ async def _import_group(checkout: Checkout, group: _Group, out: Path, hub: Sandb
     if not scenarios:
         report.errors.append(Problem(group.env_id, "no question of these classes imported"))
         return
-    path = _write(out, group, code, tools, scenarios, requirements, created)
+    manifest = _manifest(group, tools, created)
+    if requirements:
+        manifest["requirements"] = requirements
+    path = write_env(out, group.env_id, code.source, manifest, scenarios)
     report.imported.append(ImportedEnv(group.env_id, group.classes, len(tools), len(scenarios),
                                        code.warnings, str(path)))
 
@@ -200,33 +195,6 @@ def _state_check(name: str, expected: Any) -> str:
     return ("def check_func(final_state):\n"
             "    import json\n"
             f"    return final_state.get({name!r}) == json.loads({text!r})\n")
-
-
-def _write(out: Path, group: _Group, code: EnvCode, tools: list[dict[str, Any]],
-           scenarios: list[Scenario], requirements: list[str], created: str) -> Path:
-    """The environment's folder, assembled and loaded in a staging folder, then moved in place
-    (an earlier import of the same id is replaced)."""
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=out))
-    try:
-        folder = staging / group.env_id
-        folder.mkdir()
-        (folder / ENV_SOURCE).write_text(code.source, encoding="utf-8")
-        manifest = _manifest(group, tools, created)
-        if requirements:
-            manifest["requirements"] = requirements
-        (folder / ENV_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
-        (folder / ENV_SCENARIOS).write_text(
-            "".join(s.model_dump_json() + "\n" for s in scenarios), encoding="utf-8")
-        sync_manifest(folder)
-        load_env(folder)
-        target = out / group.env_id
-        if target.exists():
-            shutil.rmtree(target)
-        folder.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def _manifest(group: _Group, tools: list[dict[str, Any]], created: str) -> dict[str, Any]:

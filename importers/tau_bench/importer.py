@@ -14,9 +14,6 @@ and the reason; the others still import.
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -25,9 +22,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from envformat.loader import ENV_MANIFEST, ENV_SCENARIOS, ENV_SOURCE, load_env, sync_manifest
 from envformat.models import ChecklistItem, Scenario, ToolCall
 from envformat.toolschema import derive_tools
+from importers.envfolder import Problem, write_env
 from importers.sandbox_replay import Replayer, ReplayError
 from importers.tau_bench.checkout import DOMAINS, RESPOND, Domain, Task, read_domain
 from importers.tau_bench.envcode import CLASS_NAME, MESSAGES, EnvCode, EnvCodeError, build
@@ -35,7 +32,6 @@ from importers.tau_bench.reward import check_source, data_hash
 from synth.sandboxes import SandboxHub
 
 PIPELINE_PREFIX = "tau-bench-import@"
-DATA_DIR = "data"
 # tau's tools that change the database (and respond, the messages) start with one of these verbs
 STATE_CHANGING_VERBS = frozenset({"book", "cancel", "exchange", "modify", "respond", "return",
                                   "send", "update"})
@@ -46,12 +42,6 @@ CHECK_ITEM = ("Does the database equal the one the task's ground-truth actions l
 
 class TaskError(ValueError):
     """A task that cannot become a scenario."""
-
-
-@dataclass(frozen=True)
-class Problem:
-    record: str  # a scenario id, or the environment's id
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -130,7 +120,8 @@ async def _import_domain(domain: Domain, out: Path, hub: SandboxHub, report: Tau
     if not scenarios:
         report.errors.append(Problem(env_id(domain.name), "no task imported"))
         return
-    path = _write(out, domain, code, tools, scenarios, database, created)
+    path = write_env(out, env_id(domain.name), code.source, _manifest(domain, tools, created),
+                     scenarios, {_data_file(domain): database})
     report.imported.append(ImportedEnv(env_id(domain.name), domain.name, len(tools),
                                        len(scenarios), str(path)))
 
@@ -165,32 +156,6 @@ def _scenario(domain: Domain, task: Task, code: EnvCode, truth: list[ToolCall],
 
 def _data_file(domain: Domain) -> str:
     return f"{domain.name}.json"
-
-
-def _write(out: Path, domain: Domain, code: EnvCode, tools: list[dict[str, Any]],
-           scenarios: list[Scenario], database: str, created: str) -> Path:
-    """The environment's folder, assembled and loaded in a staging folder, then moved in place
-    (an earlier import of the same id is replaced)."""
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=out))
-    try:
-        folder = staging / env_id(domain.name)
-        (folder / DATA_DIR).mkdir(parents=True)
-        (folder / ENV_SOURCE).write_text(code.source, encoding="utf-8")
-        (folder / DATA_DIR / _data_file(domain)).write_text(database, encoding="utf-8")
-        (folder / ENV_MANIFEST).write_text(json.dumps(_manifest(domain, tools, created)),
-                                           encoding="utf-8")
-        (folder / ENV_SCENARIOS).write_text(
-            "".join(s.model_dump_json() + "\n" for s in scenarios), encoding="utf-8")
-        sync_manifest(folder)
-        load_env(folder)
-        target = out / env_id(domain.name)
-        if target.exists():
-            shutil.rmtree(target)
-        folder.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def _manifest(domain: Domain, tools: list[dict[str, Any]], created: str) -> dict[str, Any]:

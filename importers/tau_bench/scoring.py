@@ -13,22 +13,21 @@ A line: ``{"task_id": 0, "env": "retail", "actions": [{"name", "kwargs"}], "outp
 from __future__ import annotations
 
 import ast
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from envscaler_client import EnvClient
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from envformat.loader import ENV_SOURCE
-from importers.replay_score import Score, score_calls
+from importers.replay_score import AnswersFileError, Score, read_answers, score_calls
 from importers.tau_bench.checkout import DOMAINS, RESPOND
 from importers.tau_bench.envcode import TERMINATE
 from importers.tau_bench.importer import env_id, scenario_id
 
 
-class ActionsFileError(ValueError):
+class ActionsFileError(AnswersFileError):
     """An actions file that cannot be read: ``file:line: field: reason``."""
 
 
@@ -53,29 +52,8 @@ class ActionsLine(_Strict):
 
 
 def read_actions(path: Path) -> list[ActionsLine]:
-    """Every line of ``path``; one task twice is an error (its key would be ambiguous)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ActionsFileError(f"{path}: cannot read: {exc}") from None
-    lines: dict[str, ActionsLine] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            line = ActionsLine.model_validate(json.loads(raw))
-        except json.JSONDecodeError as exc:
-            raise ActionsFileError(f"{path}:{number}: not JSON: {exc.msg}") from None
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "line"
-            raise ActionsFileError(f"{path}:{number}: {where}: {first['msg']}") from None
-        if line.key in lines:
-            raise ActionsFileError(f"{path}:{number}: {line.key} is scored twice")
-        lines[line.key] = line
-    if not lines:
-        raise ActionsFileError(f"{path}: no action sequence in it")
-    return list(lines.values())
+    """Every line of ``path``; one case twice is an error (its key would be ambiguous)."""
+    return read_answers(path, ActionsLine, lambda line: line.key)
 
 
 def terminate_tools(catalogue: Path, domain: str) -> tuple[str, ...]:

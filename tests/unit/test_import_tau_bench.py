@@ -14,6 +14,7 @@ from envformat.toolschema import derive_tools
 from importers.tau_bench.checkout import CheckoutError, read_domain
 from importers.tau_bench.envcode import CLASS_NAME, build
 from importers.tau_bench.reward import check_source, data_hash, outputs_found
+from importers.replay_score import AnswersFileError
 from importers.tau_bench.scoring import ActionsFileError, read_actions, terminate_tools
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "tau_bench"
@@ -113,9 +114,9 @@ def test_actions_files_are_read_with_precise_errors(tmp_path: Path) -> None:
              (({**good, "task_id": -1},), "a.jsonl:1: task_id: Input should be greater"),
              (({**good, "actions": [{"kwargs": {}}]},), "a.jsonl:1: actions.0.name: Field"),
              (({**good, "extra": 1},), "a.jsonl:1: extra: Extra inputs are not permitted"),
-             (("",), "a.jsonl: no action sequence in it")]
+             (("",), "a.jsonl: no answer in it")]
     for lines, message in cases:
-        with pytest.raises(ActionsFileError) as caught:
+        with pytest.raises(AnswersFileError) as caught:
             read_actions(write(tmp_path / "a.jsonl", *lines))
         assert message in str(caught.value)
 
