@@ -42,12 +42,13 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Import environments published in other formats into the catalogue format.")
 
 DEFAULT_CACHE = Path("~/.cache/envscaler/envscaler-release")
+OutDir = Annotated[Path, typer.Option(
+    "--out", help="Catalogue folder to write OUT/<env_id>/ into (created when missing).")]
 
 
 @app.command("envscaler-release")
 def envscaler_release(
-    out_dir: Annotated[Path, typer.Option(
-        "--out", help="Catalogue folder to write OUT/<env_id>/ into (created when missing).")],
+    out_dir: OutDir,
     from_dir: Annotated[Path | None, typer.Option(
         "--from", show_default=False,
         help="Folder with the release files: 191_env_metadata_processed.json + "
@@ -126,8 +127,7 @@ def bfcl(
     from_dir: Annotated[Path, typer.Option(
         "--from", help="A gorilla checkout (or its berkeley-function-call-leaderboard folder): "
         "its multi-turn data files, function docs and func_source_code classes are read.")],
-    out_dir: Annotated[Path, typer.Option(
-        "--out", help="Catalogue folder to write OUT/<env_id>/ into (created when missing).")],
+    out_dir: OutDir,
     category: Annotated[list[str] | None, typer.Option(
         "--category", show_default=False, help="Multi-turn category to import: base (default) "
         "or miss_param; repeat for several.")] = None,
@@ -158,8 +158,7 @@ def tau_bench(
     from_dir: Annotated[Path, typer.Option(
         "--from", help="A tau-bench checkout: its tau_bench/envs/<domain>/ tools, policy, data "
         "and test tasks are read.")],
-    out_dir: Annotated[Path, typer.Option(
-        "--out", help="Catalogue folder to write OUT/<env_id>/ into (created when missing).")],
+    out_dir: OutDir,
     domain: Annotated[list[str] | None, typer.Option(
         "--domain", show_default=False, help="retail or airline (default both); repeat for "
         "several.")] = None,
@@ -185,8 +184,7 @@ def acebench(
     from_dir: Annotated[Path, typer.Option(
         "--from", help="An ACEBench checkout: its data_all/data_en agent files, "
         "possible answers and model_inference scenario classes are read.")],
-    out_dir: Annotated[Path, typer.Option(
-        "--out", help="Catalogue folder to write OUT/<env_id>/ into (created when missing).")],
+    out_dir: OutDir,
     category: Annotated[list[str] | None, typer.Option(
         "--category", show_default=False, help="multi_step or multi_turn (default both); "
         "repeat for several.")] = None,

@@ -14,10 +14,16 @@ from typing import Any, TypeVar
 
 from envscaler_client import EnvClient
 from envscaler_client.errors import EnvScalerError, InvalidArgumentsError, NotFoundError
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 AGENT_FAILURES = ("UnknownTool", "InvalidArguments")
 Line = TypeVar("Line", bound=BaseModel)
+
+
+class AnswerModel(BaseModel):
+    """A line of an answers file, or a part of one: an unknown key is an error, not dropped."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class AnswersFileError(ValueError):
@@ -77,4 +83,4 @@ def score_calls(client: EnvClient, key: str, env: str, scenario: str,
     return Score(key, 1.0 if validation.passed == validation.total else 0.0)
 
 
-__all__ = ["AnswersFileError", "Score", "read_answers", "score_calls"]
+__all__ = ["AnswerModel", "AnswersFileError", "Score", "read_answers", "score_calls"]

@@ -13,27 +13,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from envformat.loader import FormatError, load_catalogue
 from importers.acebench.importer import PIPELINE_PREFIX
-from importers.replay_score import AnswersFileError, Score, read_answers, score_calls
+from importers.replay_score import AnswerModel, AnswersFileError, Score, read_answers, score_calls
 
 
 class CallsFileError(AnswersFileError):
     """A calls file that cannot be read, or a question no imported environment holds."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CallRecord(_Strict):
+class CallRecord(AnswerModel):
     name: str = Field(min_length=1)
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-class CallsLine(_Strict):
+class CallsLine(AnswerModel):
     id: str = Field(min_length=1)
     calls: list[CallRecord]
 

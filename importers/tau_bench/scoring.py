@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from envscaler_client import EnvClient
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from envformat.loader import ENV_SOURCE
-from importers.replay_score import AnswersFileError, Score, read_answers, score_calls
+from importers.replay_score import AnswerModel, AnswersFileError, Score, read_answers, score_calls
 from importers.tau_bench.checkout import DOMAINS, RESPOND
 from importers.tau_bench.envcode import TERMINATE
 from importers.tau_bench.importer import env_id, scenario_id
@@ -31,16 +31,12 @@ class ActionsFileError(AnswersFileError):
     """An actions file that cannot be read: ``file:line: field: reason``."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ActionRecord(_Strict):
+class ActionRecord(AnswerModel):
     name: str = Field(min_length=1)
     kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
-class ActionsLine(_Strict):
+class ActionsLine(AnswerModel):
     task_id: int = Field(ge=0)
     env: Literal[DOMAINS]  # type: ignore[valid-type]
     actions: list[ActionRecord]
