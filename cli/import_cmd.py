@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, NoReturn
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.progress import (
@@ -41,12 +42,13 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Import environments published in other formats into the catalogue format.")
 
 DEFAULT_CACHE = Path("~/.cache/envscaler/envscaler-release")
+OutDir = Annotated[Path, typer.Option(
+    "--out", help="Catalogue folder to write OUT/<env_id>/ into (created when missing).")]
 
 
 @app.command("envscaler-release")
 def envscaler_release(
-    out_dir: Annotated[Path, typer.Option(
-        "--out", help="Catalogue folder to write OUT/<env_id>/ into (created when missing).")],
+    out_dir: OutDir,
     from_dir: Annotated[Path | None, typer.Option(
         "--from", show_default=False,
         help="Folder with the release files: 191_env_metadata_processed.json + "
@@ -125,8 +127,7 @@ def bfcl(
     from_dir: Annotated[Path, typer.Option(
         "--from", help="A gorilla checkout (or its berkeley-function-call-leaderboard folder): "
         "its multi-turn data files, function docs and func_source_code classes are read.")],
-    out_dir: Annotated[Path, typer.Option(
-        "--out", help="Catalogue folder to write OUT/<env_id>/ into (created when missing).")],
+    out_dir: OutDir,
     category: Annotated[list[str] | None, typer.Option(
         "--category", show_default=False, help="Multi-turn category to import: base (default) "
         "or miss_param; repeat for several.")] = None,
@@ -142,33 +143,69 @@ def bfcl(
     leaves (replayed in a sandbox: BFCL's code never runs in this process). Exit 1 when no
     environment could be imported.
     """
-    import asyncio
-
     from importers.bfcl import CheckoutError, import_bfcl
-    from synth.sandboxes import SandboxHub
 
-    async def run():  # type: ignore[no-untyped-def]
-        async with SandboxHub.from_environment(limit=1) as hub:
-            return await import_bfcl(from_dir, out_dir, hub,
-                                     categories=tuple(category or ("base",)),
-                                     requirements=tuple(requirement or ()))
+    report = _in_sandboxes(lambda hub: import_bfcl(
+        from_dir, out_dir, hub, categories=tuple(category or ("base",)),
+        requirements=tuple(requirement or ())), CheckoutError)
+    _render_imported(report, json_output, "questions",
+                     detail=lambda env: ", ".join(env.classes))
+    raise typer.Exit(0 if report.imported else 1)
 
-    try:
-        report = asyncio.run(run())
-    except (CheckoutError, ValueError) as exc:
-        _fail(str(exc))
-    if json_output:
-        print_json(report.to_dict())
-    else:
-        for env in report.imported:
-            out.print(f"{env.env_id}: {env.scenarios} scenarios, {env.tools} tools "
-                      f"({', '.join(env.classes)})")
-        for problem in report.errors:
-            err.print(Text.assemble(("not imported ", "yellow"), f"{problem.record}: ",
+
+@app.command("tau-bench")
+def tau_bench(
+    from_dir: Annotated[Path, typer.Option(
+        "--from", help="A tau-bench checkout: its tau_bench/envs/<domain>/ tools, policy, data "
+        "and test tasks are read.")],
+    out_dir: OutDir,
+    domain: Annotated[list[str] | None, typer.Option(
+        "--domain", show_default=False, help="retail or airline (default both); repeat for "
+        "several.")] = None,
+    json_output: JsonOutput = False,
+) -> None:
+    """Convert tau-bench's domains into OUT/tau-<domain>/: tau's tools (with respond, its
+    message to the user), its database as a shared data file, its policy as the introduction,
+    one scenario per test task (retail-0, ...) whose check is tau's reward (the ground truth is
+    replayed in a sandbox: tau's code never runs in this process). Exit 1 when no environment
+    could be imported.
+    """
+    from importers.tau_bench import CheckoutError, import_tau_bench
+    from importers.tau_bench.checkout import DOMAINS
+
+    report = _in_sandboxes(lambda hub: import_tau_bench(
+        from_dir, out_dir, hub, domains=tuple(domain or DOMAINS)), CheckoutError)
+    _render_imported(report, json_output, "tasks")
+    raise typer.Exit(0 if report.imported else 1)
+
+
+@app.command("acebench")
+def acebench(
+    from_dir: Annotated[Path, typer.Option(
+        "--from", help="An ACEBench checkout: its data_all/data_en agent files, "
+        "possible answers and model_inference scenario classes are read.")],
+    out_dir: OutDir,
+    category: Annotated[list[str] | None, typer.Option(
+        "--category", show_default=False, help="multi_step or multi_turn (default both); "
+        "repeat for several.")] = None,
+    json_output: JsonOutput = False,
+) -> None:
+    """Convert ACEBench's agent category into OUT/<env_id>/: one environment per set of classes
+    questions involve (acebench-<classes>), one scenario per question whose check is ACEBench's
+    end-to-end rule; its milestones are the reference solution when replaying them (in a
+    sandbox: ACEBench's code never runs in this process) passes it, else the scenario is
+    unverified. Exit 1 when no environment could be imported.
+    """
+    from importers.acebench import CheckoutError, import_acebench
+    from importers.acebench.checkout import CATEGORIES
+
+    report = _in_sandboxes(lambda hub: import_acebench(
+        from_dir, out_dir, hub, categories=tuple(category or CATEGORIES)), CheckoutError)
+    _render_imported(report, json_output, "questions")
+    if not json_output:
+        for problem in report.unverified:
+            err.print(Text.assemble(("unverified ", "yellow"), f"{problem.record}: ",
                                     problem.reason))
-        counts = report.counts()
-        out.print(f"{counts['scenarios_imported']} of {counts['questions']} questions imported "
-                  f"into {counts['envs_imported']} environments in {report.out}")
     raise typer.Exit(0 if report.imported else 1)
 
 
@@ -212,6 +249,42 @@ def bfcl_compare(
         print_json(report.to_dict())
     else:
         _render_fidelity(report)
+
+
+def _in_sandboxes(run: Callable[[Any], Awaitable[Any]],
+                  checkout_error: type[Exception]) -> Any:
+    """A benchmark import, run with sandboxes of its own (where the benchmark's code runs);
+    a checkout that lacks what it needs, or a bad option, fails with its message."""
+    import asyncio
+
+    from synth.sandboxes import SandboxHub
+
+    async def imported() -> Any:
+        async with SandboxHub.from_environment(limit=1) as hub:
+            return await run(hub)
+
+    try:
+        return asyncio.run(imported())
+    except (checkout_error, ValueError) as exc:
+        _fail(str(exc))
+
+
+def _render_imported(report, json_output: bool, records: str,  # type: ignore[no-untyped-def]
+                     detail: Callable[[Any], str] | None = None) -> None:
+    """A benchmark import's report: its JSON, or each environment, each record not imported
+    with its reason, and the count of ``records`` (the report's word for them) imported."""
+    if json_output:
+        print_json(report.to_dict())
+        return
+    for env in report.imported:
+        suffix = f" ({detail(env)})" if detail is not None else ""
+        out.print(f"{env.env_id}: {env.scenarios} scenarios, {env.tools} tools{suffix}")
+    for problem in report.errors:
+        err.print(Text.assemble(("not imported ", "yellow"), f"{problem.record}: ",
+                                problem.reason))
+    counts = report.counts()
+    out.print(f"{counts['scenarios_imported']} of {counts[records]} {records} imported "
+              f"into {counts['envs_imported']} environments in {report.out}")
 
 
 def _fail(message: str) -> NoReturn:

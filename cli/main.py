@@ -8,6 +8,7 @@ from cli import (
     bench_cmd,
     check_cmd,
     envs_cmd,
+    eval_cmd,
     export_cmd,
     gate_cmd,
     import_cmd,
@@ -29,6 +30,7 @@ app.command()(check_cmd.check)
 app.add_typer(synth_cmd.app, name="synth")
 app.command()(gate_cmd.gate)
 app.add_typer(import_cmd.app, name="import")
+app.add_typer(eval_cmd.app, name="eval")
 app.command()(rollout_cmd.rollout)
 app.add_typer(export_cmd.app, name="export")
 app.command()(bench_cmd.bench)

@@ -61,6 +61,11 @@ class Mode(str, Enum):
     conversation = "conversation"
 
 
+class UserStyle(str, Enum):
+    envscaler = "envscaler"
+    tau = "tau"
+
+
 class PolicyKind(str, Enum):
     model = "model"
     reference = "reference"
@@ -106,6 +111,11 @@ def rollout(
             show_default=False)] = None,
         user_temperature: Annotated[float, typer.Option(
             help="The simulated user's temperature (the paper's 0.7).")] = 0.7,
+        user_style: Annotated[UserStyle, typer.Option(
+            help="envscaler: the paper's user (# Thought / # Reply); tau: tau-bench's user "
+                 "(its prompt and greeting, plain replies, the agent's messages also sent to "
+                 "the environment's respond tool, for scenarios imported from tau-bench).")]
+        = UserStyle.envscaler,
         concurrency: Annotated[int, typer.Option(min=1, help="Episodes at once.")] = 4,
         max_steps: Annotated[int | None, typer.Option(
             min=1, help="Agent turns per episode (default 30 non-conversation, 40 conversation).",
@@ -171,7 +181,8 @@ def rollout(
                 os.environ.get(api_key_env) or None, temperature, max_tokens, send_seed,
                 model_timeout, model_attempts, user_base_url if conversation else None,
                 user_model, os.environ.get(user_api_key_env or api_key_env) or None,
-                user_temperature, concurrency, max_steps, limit, retry_errors, reuse_sessions))
+                user_temperature, user_style.value, concurrency, max_steps, limit, retry_errors,
+                reuse_sessions))
     except KeyboardInterrupt:
         err.print(f"interrupted: the episodes that ended are in {out_path}; run the same "
                   "command again to go on from there", style="yellow")
@@ -229,7 +240,7 @@ async def _run(plan: _Plan, out_path: Path, url: str, api_key: str | None, kind:
                temperature: float | None, max_tokens: int | None, send_seed: bool,
                timeout: float, attempts: int, user_base_url: str | None,
                user_model: str | None, user_key: str | None, user_temperature: float,
-               concurrency: int, max_steps: int | None, limit: int | None,
+               user_style: str, concurrency: int, max_steps: int | None, limit: int | None,
                retry_errors: bool, reuse_sessions: bool) -> dict[str, Any]:
     agent: ChatCompletionsPolicy | None = None
     user: SimulatedUser | None = None
@@ -260,7 +271,7 @@ async def _run(plan: _Plan, out_path: Path, url: str, api_key: str | None, kind:
             if user_base_url and user_model:
                 user = SimulatedUser(user_base_url, user_model, user_key,
                                      temperature=user_temperature, timeout=timeout,
-                                     attempts=attempts)
+                                     attempts=attempts, style=user_style)  # type: ignore[arg-type]
                 assert user._chat is not None
                 await _probe(user._chat, "user", "--user-api-key-env")
 

@@ -28,11 +28,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from importers.bfcl.checkout import Checkout, ClassSource
+from importers.funcdoc import FuncDocError, documented_method
 
 CLASS_NAME = "BfclMultiTurn"
 CONFIG_KEY = "_initial_config"
-_TYPES = {"string": "str", "integer": "int", "float": "float", "number": "float",
-          "boolean": "bool", "dict": "dict", "object": "dict", "tuple": "list"}
 
 
 class EnvCodeError(ValueError):
@@ -191,46 +190,10 @@ def _compared_states(classes: list[ClassSource]) -> list[str]:
 
 
 def _method(owner: str, method: ast.FunctionDef, doc: dict) -> tuple[str, list[str]]:
-    parameters = doc.get("parameters", {}).get("properties", {})
-    defaults = _defaults(method)
-    signature, passed, described = ["self"], [], []
-    names = [arg.arg for arg in [*method.args.posonlyargs, *method.args.args][1:]]
-    for name in names:
-        if name not in parameters:
-            if name not in defaults:
-                raise EnvCodeError(f"{owner}.{method.name} takes {name}, which its doc lacks")
-            continue
-        spec = parameters[name]
-        default = f" = {defaults[name]}" if name in defaults else ""
-        signature.append(f"{name}: {_annotation(spec)}{default}")
-        passed.append(f"{name}={name}")
-        described.append(f"            {name}: {_one_line(spec.get('description', ''))}")
-    docstring = _one_line(doc.get("description", method.name))
-    if described:
-        docstring += "\n\n        Args:\n" + "\n".join(described)
-    text = (f"    def {method.name}({', '.join(signature)}):\n"
-            f'        """{docstring}\n        """\n'
-            f"        return self.{owner}.{method.name}({', '.join(passed)})")
-    return text, [name for name in names if name in parameters]
-
-
-def _defaults(method: ast.FunctionDef) -> dict[str, str]:
-    positional = [*method.args.posonlyargs, *method.args.args]
-    pairs = zip(positional[len(positional) - len(method.args.defaults):], method.args.defaults,
-                strict=True)
-    return {arg.arg: ast.unparse(default) for arg, default in pairs}
-
-
-def _annotation(spec: dict) -> str:
-    kind = spec.get("type")
-    if kind == "array":
-        items = _TYPES.get((spec.get("items") or {}).get("type", ""))
-        return f"list[{items}]" if items else "list"
-    return _TYPES.get(kind or "", "object")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).replace('"""', "'''").replace("\\", "\\\\").split())
+    try:
+        return documented_method(method, doc, f"self.{owner}.{method.name}")
+    except FuncDocError as exc:
+        raise EnvCodeError(str(exc)) from None
 
 
 def _wrapper(classes: list[ClassSource], methods: list[str]) -> str:

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import tempfile
-from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -25,30 +22,22 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from envformat.loader import ENV_MANIFEST, ENV_SCENARIOS, ENV_SOURCE, load_env, sync_manifest
 from envformat.models import SCENARIO_ID_PATTERN, ChecklistItem, Scenario, UserTurn
 from envformat.requirements import import_names, pins_problem
 from envformat.toolschema import derive_tools
 from importers.bfcl.calls import CallError, parse_call
 from importers.bfcl.checkout import Checkout, locate
 from importers.bfcl.envcode import CLASS_NAME, CONFIG_KEY, EnvCode, EnvCodeError, build
-from sandbox.errors import RuntimeFault, SandboxError
-from sandbox.sandbox import Sandbox
+from importers.envfolder import Problem, write_env
+from importers.sandbox_replay import Replayer, ReplayError
 from synth.sandboxes import SandboxHub
 
 CATEGORIES = ("base", "miss_param")
 PIPELINE_PREFIX = "bfcl-import@"
-SEED = 0
 
 
 class QuestionError(ValueError):
     """A question that cannot become a scenario."""
-
-
-@dataclass(frozen=True)
-class Problem:
-    record: str  # a question id, or the environment's id
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -151,20 +140,25 @@ async def _import_group(checkout: Checkout, group: _Group, out: Path, hub: Sandb
     validators = {tool["function"]["name"]: Draft202012Validator(tool["function"]["parameters"])
                   for tool in tools}
     scenarios: list[Scenario] = []
-    async with _Replayer(hub, code, group.env_id, requirements) as replayer:
+    async with Replayer(hub, source=code.source, class_name=CLASS_NAME, tools=list(code.tools),
+                        purpose=group.env_id, requirements=requirements) as replayer:
         for question in group.questions:
             try:
                 turns = _turns(question, code, validators)
                 init_config = {CONFIG_KEY: {name: (question.get("initial_config") or {})
                                             .get(name, {}) for name in group.classes}}
-                final = await replayer.final_state(init_config, turns)
+                final = await replayer.final_state(
+                    init_config, (call for turn in turns for call in turn.solution or ()))
                 scenarios.append(_scenario(question, group, init_config, turns, final))
-            except QuestionError as exc:
+            except (QuestionError, ReplayError) as exc:
                 report.errors.append(Problem(question.get("id", "?"), str(exc)))
     if not scenarios:
         report.errors.append(Problem(group.env_id, "no question of these classes imported"))
         return
-    path = _write(out, group, code, tools, scenarios, requirements, created)
+    manifest = _manifest(group, tools, created)
+    if requirements:
+        manifest["requirements"] = requirements
+    path = write_env(out, group.env_id, code.source, manifest, scenarios)
     report.imported.append(ImportedEnv(group.env_id, group.classes, len(tools), len(scenarios),
                                        code.warnings, str(path)))
 
@@ -203,62 +197,6 @@ def _turns(question: dict[str, Any], code: EnvCode,
     return turns
 
 
-class _Replayer:
-    """Replays ground truths in one sandbox of ``hub``, reset between questions, replaced when a
-    question's replay ends it (a call past its deadline, a crash)."""
-
-    def __init__(self, hub: SandboxHub, code: EnvCode, purpose: str,
-                 requirements: list[str]) -> None:
-        self.hub, self.code, self.purpose = hub, code, purpose
-        self.requirements = requirements
-        self.stack = AsyncExitStack()
-        self.box: Sandbox | None = None
-        self.loaded = False
-
-    async def __aenter__(self) -> _Replayer:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stack.aclose()
-
-    async def final_state(self, init_config: dict[str, Any],
-                          turns: list[UserTurn]) -> dict[str, Any]:
-        """The state the ground truth leaves; a tool's failure is a result, as in BFCL."""
-        try:
-            return await self._replay(init_config, turns)
-        except RuntimeFault as exc:
-            self.loaded = False
-            raise QuestionError(f"the ground truth does not replay: {exc.kind}: "
-                                f"{exc.message}") from None
-        except SandboxError as exc:
-            await self.stack.aclose()
-            self.stack, self.box, self.loaded = AsyncExitStack(), None, False
-            raise QuestionError(f"the ground truth ended its sandbox: {exc}") from None
-
-    async def _replay(self, init_config: dict[str, Any],
-                      turns: list[UserTurn]) -> dict[str, Any]:
-        limits = self.hub.limits
-        if self.box is None:
-            self.box = await self.stack.enter_async_context(self.hub.sandbox(self.purpose,
-                                                                         self.requirements))
-        if self.loaded:
-            await self.box.reset(init_config=init_config, seed=SEED, timeout=limits.load_timeout)
-        else:
-            await self.box.load(source=self.code.source, class_name=CLASS_NAME,
-                                tools=list(self.code.tools), init_config=init_config, seed=SEED,
-                                max_result_bytes=limits.max_result_bytes,
-                                timeout=limits.load_timeout)
-            self.loaded = True
-        for call in (call for turn in turns for call in turn.solution or ()):
-            try:
-                await self.box.call(call.name, call.arguments, timeout=limits.call_timeout)
-            except RuntimeFault as exc:
-                if exc.kind not in ("ToolException", "ResultTooLarge"):
-                    raise
-        state: dict[str, Any] = await self.box.state(timeout=limits.call_timeout)
-        return state
-
-
 def _scenario(question: dict[str, Any], group: _Group, init_config: dict[str, Any],
               turns: list[UserTurn], final: dict[str, Any]) -> Scenario:
     checks = [ChecklistItem(item=f"Is the state of {name} the one BFCL's ground truth leaves?",
@@ -275,33 +213,6 @@ def _state_check(name: str, expected: Any) -> str:
     return ("def check_func(final_state):\n"
             "    import json\n"
             f"    return final_state.get({name!r}) == json.loads({text!r})\n")
-
-
-def _write(out: Path, group: _Group, code: EnvCode, tools: list[dict[str, Any]],
-           scenarios: list[Scenario], requirements: list[str], created: str) -> Path:
-    """The environment's folder, assembled and loaded in a staging folder, then moved in place
-    (an earlier import of the same id is replaced)."""
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=out))
-    try:
-        folder = staging / group.env_id
-        folder.mkdir()
-        (folder / ENV_SOURCE).write_text(code.source, encoding="utf-8")
-        manifest = _manifest(group, tools, created)
-        if requirements:
-            manifest["requirements"] = requirements
-        (folder / ENV_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
-        (folder / ENV_SCENARIOS).write_text(
-            "".join(s.model_dump_json() + "\n" for s in scenarios), encoding="utf-8")
-        sync_manifest(folder)
-        load_env(folder)
-        target = out / group.env_id
-        if target.exists():
-            shutil.rmtree(target)
-        folder.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def _manifest(group: _Group, tools: list[dict[str, Any]], created: str) -> dict[str, Any]:

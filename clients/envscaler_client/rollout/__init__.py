@@ -46,6 +46,7 @@ from envscaler_client.rollout.prompts import (
     NON_CONVERSATION,
     STOP_SIGNAL,
     agent_system_prompt,
+    tau_user_system_prompt,
     user_system_prompt,
 )
 from envscaler_client.rollout.reference import (
@@ -111,5 +112,6 @@ __all__ = [
     "run_rollouts",
     "to_openai",
     "to_sharegpt",
+    "tau_user_system_prompt",
     "user_system_prompt",
 ]

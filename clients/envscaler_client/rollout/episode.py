@@ -45,7 +45,6 @@ from envscaler_client.rollout.prompts import (
     DEFAULT_MAX_STEPS,
     MODES,
     NON_CONVERSATION,
-    USER_OPENING,
     agent_system_prompt,
 )
 from envscaler_client.rollout.user import SimulatedUser
@@ -368,8 +367,17 @@ async def run_episode(session: AsyncSession, policy: Policy, *, mode: str = NON_
     turn_index = 0
     timings, usage = episode.timings, episode.usage
 
-    async def user_turn(agent_text: str) -> bool:
-        """Hand ``agent_text`` to the user; False when the user stops."""
+    relay = user.relay_tool if user is not None else None
+    relay = relay if relay in {tool["function"]["name"] for tool in session.tools} else None
+
+    async def user_turn(agent_text: str, relayed: bool = True) -> bool:
+        """Hand ``agent_text`` to the user (and to the environment's relay tool, when the user
+        has one and ``relayed``); False when the user stops."""
+        if relay is not None and relayed:
+            try:
+                await session.call(relay, {"content": agent_text})
+            except EnvScalerError as exc:
+                raise _Ended("gateway_error", _error("tool", exc)) from exc
         episode.user_messages.append({"role": "user", "content": agent_text})
         began = time.perf_counter()
         try:
@@ -398,7 +406,7 @@ async def run_episode(session: AsyncSession, policy: Policy, *, mode: str = NON_
         if mode == CONVERSATION:
             assert user is not None
             episode.user_messages.append({"role": "system", "content": user.system_prompt(task)})
-            if not await user_turn(USER_OPENING):
+            if not await user_turn(user.opening, relayed=False):
                 raise _Ended("user_stop")
         else:
             episode.messages.append({"role": "user", "content": task})

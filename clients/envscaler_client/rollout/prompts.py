@@ -19,6 +19,8 @@ DEFAULT_MAX_STEPS = {NON_CONVERSATION: 30, CONVERSATION: 40}
 STOP_SIGNAL = "###STOP###"
 USER_OPENING = "Hello! How can I help you today?"
 """The agent's greeting that opens the simulated user's side of a conversation."""
+TAU_USER_OPENING = "Hi! How can I help you today?"
+"""tau-bench's greeting that opens its simulated user's side."""
 
 _AGENT_COMMON = """\
 # How to work
@@ -90,6 +92,31 @@ def agent_system_prompt(introduction: str, constraint_rules: Any = None,
     parts.append(_AGENT_COMMON + "\n" + (_AGENT_NON_CONVERSATION if mode == NON_CONVERSATION
                                          else _AGENT_CONVERSATION))
     return "\n\n".join(parts)
+
+
+_TAU_USER = """You are a user interacting with an agent.
+
+Instruction: {task}
+
+Rules:
+- Just generate one line at a time to simulate the user's message.
+- Do not give away all the instruction at once. Only provide the information that is necessary \
+for the current step.
+- Do not hallucinate information that is not provided in the instruction. For example, if the \
+agent asks for the order id but it is not mentioned in the instruction, do not make up an order \
+id, just say you do not remember or have it.
+- If the instruction goal is satisified, generate '{stop}' as a standalone message without \
+anything else to end the conversation.
+- Do not repeat the exact instruction in the conversation. Instead, use your own words to \
+convey the same information.
+- Try to make the conversation as natural as possible, and stick to the personalities in the \
+instruction."""
+
+
+def tau_user_system_prompt(task: str, stop_signal: str = STOP_SIGNAL) -> str:
+    """tau-bench's LLM user's system prompt (its ``LLMUserSimulationEnv``, MIT), holding the
+    task's instruction: the user of scenarios imported from tau-bench."""
+    return _TAU_USER.format(task=task, stop=stop_signal)
 
 
 def user_system_prompt(task: str, stop_signal: str = STOP_SIGNAL) -> str:

@@ -2,6 +2,9 @@
 
 It holds the task and reveals it step by step; its replies are in ``# Thought`` / ``# Reply``
 form (only the reply reaches the agent) and it ends the conversation with ``###STOP###``.
+The ``tau`` style is tau-bench's user instead: tau's system prompt and greeting, one plain line a
+reply, and each of the agent's messages to it also sent to the environment's ``respond`` tool,
+where tau's reward looks for the outputs a task requires.
 """
 
 from __future__ import annotations
@@ -9,12 +12,22 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
 from envscaler_client.rollout.policy import ChatCompletionsPolicy, Message, Policy
-from envscaler_client.rollout.prompts import STOP_SIGNAL, user_system_prompt
+from envscaler_client.rollout.prompts import (
+    STOP_SIGNAL,
+    TAU_USER_OPENING,
+    USER_OPENING,
+    tau_user_system_prompt,
+    user_system_prompt,
+)
+
+UserStyle = Literal["envscaler", "tau"]
+USER_STYLES: tuple[UserStyle, ...] = ("envscaler", "tau")
+TAU_RELAY_TOOL = "respond"  # the tool of an imported tau-bench environment
 
 _REPLY_HEADING = re.compile(r"^[ \t]*#+[ \t]*Reply[ \t]*:?[ \t]*$", re.IGNORECASE | re.MULTILINE)
 _THOUGHT_HEADING = re.compile(r"^[ \t]*#+[ \t]*Thought[ \t]*:?[ \t]*$",
@@ -62,8 +75,10 @@ class SimulatedUser:
                  api_key: str | None = None, *, temperature: float | None = 0.7,
                  max_tokens: int | None = None, timeout: float = 300.0, attempts: int = 3,
                  backoff: float = 1.0, stop_signal: str = STOP_SIGNAL,
-                 policy: Policy | None = None,
+                 policy: Policy | None = None, style: UserStyle = "envscaler",
                  http_client: httpx.AsyncClient | None = None) -> None:
+        if style not in USER_STYLES:
+            raise ValueError(f"unknown user style {style!r}: choose from {USER_STYLES}")
         if policy is None:
             if not base_url or not model:
                 raise ValueError("SimulatedUser needs base_url and model, or a policy")
@@ -75,8 +90,22 @@ class SimulatedUser:
             self._chat = None
         self.policy: Policy = policy
         self.stop_signal = stop_signal
+        self.style = style
+
+    @property
+    def opening(self) -> str:
+        """The agent's greeting that opens the user's side of the conversation."""
+        return TAU_USER_OPENING if self.style == "tau" else USER_OPENING
+
+    @property
+    def relay_tool(self) -> str | None:
+        """The environment's tool that receives each of the agent's messages to the user (when
+        the session has it), so that checks see what the agent said."""
+        return TAU_RELAY_TOOL if self.style == "tau" else None
 
     def system_prompt(self, task: str) -> str:
+        if self.style == "tau":
+            return tau_user_system_prompt(task, self.stop_signal)
         return user_system_prompt(task, self.stop_signal)
 
     async def respond(self, messages: Sequence[Mapping[str, Any]]) -> UserTurn:
@@ -88,7 +117,10 @@ class SimulatedUser:
         raw = message.get("content") or ""
         if not isinstance(raw, str):
             raw = str(raw)
-        reply, stop = parse_user_reply(raw, self.stop_signal)
+        if self.style == "tau":  # tau's user writes its reply as it is
+            reply, stop = raw.replace(self.stop_signal, "").strip(), self.stop_signal in raw
+        else:
+            reply, stop = parse_user_reply(raw, self.stop_signal)
         return UserTurn(raw=raw, reply=reply, stop=stop, usage=usage or {})
 
     async def aclose(self) -> None:
