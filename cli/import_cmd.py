@@ -34,6 +34,7 @@ from cli._common import (
     err,
     gateway,
     out,
+    phase_progress,
     print_json,
 )
 
@@ -198,7 +199,7 @@ def bfcl_compare(
     try:
         planned = plan(from_dir, catalogue, category)
         with (gateway(url, catalogue) as base_url, connect(base_url, api_key) as client,
-              _phase_progress(json_output) as step):
+              phase_progress(json_output) as step):
             report = measure(planned, client, gateway=url or "embedded", step=step)
     except FidelityError as exc:
         _fail(str(exc))
@@ -236,29 +237,6 @@ class _env_progress:
             self.progress.update(self.task, completed=done, total=total, record=record)
 
         return advance
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-
-class _phase_progress:
-    """A bar per phase of the fidelity measurement, on stderr, when it is a terminal."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                                 transient=True, disable=quiet or not err.is_terminal)
-        self.tasks: dict[str, int] = {}
-
-    def __enter__(self):  # type: ignore[no-untyped-def]
-        self.progress.start()
-
-        def step(phase: str, done: int, total: int) -> None:
-            if phase not in self.tasks:
-                self.tasks[phase] = self.progress.add_task(phase, total=total)
-            self.progress.update(self.tasks[phase], completed=done, total=total)
-
-        return step
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()

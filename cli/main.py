@@ -8,6 +8,7 @@ from cli import (
     bench_cmd,
     check_cmd,
     envs_cmd,
+    eval_cmd,
     export_cmd,
     gate_cmd,
     import_cmd,
@@ -32,3 +33,4 @@ app.add_typer(import_cmd.app, name="import")
 app.command()(rollout_cmd.rollout)
 app.add_typer(export_cmd.app, name="export")
 app.command()(bench_cmd.bench)
+app.add_typer(eval_cmd.app, name="eval")
