@@ -276,7 +276,7 @@ def _scenario(question: dict[str, Any], group: _Group, init_config: dict[str, An
 def _results_by_turn(turns: list[UserTurn], results: list[str]) -> list[list[str]]:
     """The ground truth's rendered results, split by turn (one per call)."""
     ends = list(accumulate(len(turn.solution or ()) for turn in turns))
-    return [results[start:end] for start, end in zip([0, *ends], ends, strict=True)]
+    return [results[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 def _response_check(expected: list[list[str]]) -> str:
