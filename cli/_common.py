@@ -96,9 +96,10 @@ def explained(url: str) -> Iterator[None]:
         fail(str(exc), hint(exc, url))
 
 
-def fail(message: str, what_to_do: str, status: int = 1) -> NoReturn:
+def fail(message: str, what_to_do: str = "", status: int = 1) -> NoReturn:
     err.print(Text.assemble(("error: ", "red"), message))
-    err.print(what_to_do, style="yellow")
+    if what_to_do:
+        err.print(what_to_do, style="yellow")
     raise typer.Exit(status)
 
 

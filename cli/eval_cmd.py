@@ -9,7 +9,7 @@ rules (``importers.bfcl.evaluate``). BFCL's code never runs in this process.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -23,6 +23,7 @@ from cli._common import (
     JsonOutput,
     connect,
     err,
+    fail,
     gateway,
     out,
     phase_progress,
@@ -72,7 +73,7 @@ def bfcl(
     )
 
     if (results is None) == (rollouts is None):
-        _fail("give one of --results FILE (BFCL's result file) and --rollouts FILE")
+        fail("give one of --results FILE (BFCL's result file) and --rollouts FILE")
     try:
         if results is not None:
             answers = result_answers(results)
@@ -82,7 +83,7 @@ def bfcl(
             chosen = FUNCTION_CALLING
         found = questions(from_dir, list(answers))
     except EvalError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     report = EvalReport(str(results or rollouts), chosen, url or "embedded")
     with (gateway(url, catalogue) as base_url, connect(base_url, api_key) as client,
           phase_progress(json_output) as step):
@@ -91,11 +92,6 @@ def bfcl(
         print_json(report.to_dict())
     else:
         _render(report)
-
-
-def _fail(message: str) -> NoReturn:
-    err.print(Text.assemble(("error: ", "red"), message))
-    raise typer.Exit(1)
 
 
 def _render(report) -> None:  # type: ignore[no-untyped-def]

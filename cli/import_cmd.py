@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from rich.progress import (
@@ -32,6 +32,7 @@ from cli._common import (
     compact,
     connect,
     err,
+    fail,
     gateway,
     out,
     phase_progress,
@@ -91,29 +92,29 @@ def envscaler_release(
 
     if download:
         if envs is not None or scenarios is not None:
-            _fail("--download fetches both files; it does not combine with --envs / --scenarios")
+            fail("--download fetches both files; it does not combine with --envs / --scenarios")
         dest = (from_dir or DEFAULT_CACHE).expanduser()
         try:
             with _byte_progress(json_output) as on_bytes:
                 paths = download_release(dest, progress=on_bytes)
         except DownloadError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         envs_path, scenarios_path = paths["envs"], paths["scenarios"]
     else:
         if from_dir is None and (envs is None or scenarios is None):
-            _fail("say where the release files are: --from DIR, or --envs FILE --scenarios FILE "
+            fail("say where the release files are: --from DIR, or --envs FILE --scenarios FILE "
                   "(or fetch them with --download)")
         try:
             envs_path = envs or find_file(from_dir, "envs")  # type: ignore[arg-type]
             scenarios_path = scenarios or find_file(from_dir, "scenarios")  # type: ignore[arg-type]
         except SourceError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     try:
         with _env_progress(json_output) as on_env:
             report = import_release(envs_path, scenarios_path, out_dir, limit=limit,
                                     created=created, revision=revision, progress=on_env)
     except (SourceError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if json_output:
         print_json(report.to_dict())
     else:
@@ -157,7 +158,7 @@ def bfcl(
     try:
         report = asyncio.run(run())
     except (CheckoutError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if json_output:
         print_json(report.to_dict())
     else:
@@ -202,22 +203,17 @@ def bfcl_compare(
               phase_progress(json_output) as step):
             report = measure(planned, client, gateway=url or "embedded", step=step)
     except FidelityError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if report_file is not None:
         try:
             report_file.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False)
                                    + "\n", encoding="utf-8")
         except OSError as exc:
-            _fail(f"cannot write the report to {report_file}: {exc}")
+            fail(f"cannot write the report to {report_file}: {exc}")
     if json_output:
         print_json(report.to_dict())
     else:
         _render_fidelity(report)
-
-
-def _fail(message: str) -> NoReturn:
-    err.print(Text.assemble(("error: ", "red"), message))
-    raise typer.Exit(1)
 
 
 class _env_progress:

@@ -50,15 +50,23 @@ class Verdict:
 VALID = Verdict(True)
 
 
-def check(result: Any, ground_truth: list[list[str]], decoder: Callable[[Any], list[str]],
-          model: Execution, truth: Execution) -> Verdict:
-    """BFCL's verdict on ``result`` (a result file's ``result``: per turn, a list of steps)."""
+def precheck(result: Any, ground_truth: list[list[str]]) -> Verdict | None:
+    """BFCL's verdict on ``result`` when its shape decides it, before anything runs."""
     if not isinstance(result, list):
         return Verdict(False, INFERENCE_ERROR, "the model did not output a list of responses")
     if len(result) != len(ground_truth):
         return Verdict(False, FORCE_TERMINATED,
                        f"the model result has {len(result)} turns; the ground truth "
                        f"{len(ground_truth)}")
+    return None
+
+
+def check(result: Any, ground_truth: list[list[str]], decoder: Callable[[Any], list[str]],
+          model: Execution, truth: Execution) -> Verdict:
+    """BFCL's verdict on ``result`` (a result file's ``result``: per turn, a list of steps)."""
+    early = precheck(result, ground_truth)
+    if early is not None:
+        return early
     decoded = [decode_turn(steps if isinstance(steps, list) else [], decoder)
                for steps in result]
     returned: list[str] = []

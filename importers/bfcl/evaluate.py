@@ -23,7 +23,7 @@ from envscaler_client import AuthError, EnvClient, EnvScalerError, TransportErro
 from envscaler_client.rollout.episode import Episode
 from pydantic import ValidationError
 
-from importers.bfcl.checker import Verdict, check
+from importers.bfcl.checker import Verdict, check, precheck
 from importers.bfcl.checkout import Checkout, CheckoutError, locate, numbered_json_lines
 from importers.bfcl.decode import DECODERS, FUNCTION_CALLING, PROMPTING
 from importers.bfcl.envcode import CONFIG_KEY
@@ -186,6 +186,9 @@ def score(client: EnvClient, answers: dict[str, Any], found: dict[str, Question]
 
 def _score(client: EnvClient, question: Question, result: Any,
            decode: Callable[[Any], list[str]]) -> Verdict:
+    early = precheck(result, question.ground_truth)
+    if early is not None:
+        return early
     model, truth = open_pair(client, question.env, question.init_config)
     with model, truth:
         return check(result, question.ground_truth, decode,
