@@ -134,3 +134,24 @@ def test_the_served_reward_sees_the_ground_truths_results(served: LiveGateway) -
     assert [check.passed for check in validation.checks] == [True, False]
     assert validation.reward == 0.5
     assert state["execution_results"] == ['{"grams_left": 0}', '{"status": "flour is on bottom"}']
+
+
+def test_answers_that_cannot_be_read_are_precise_errors(tmp_path: Path) -> None:
+    """Nothing is scored, and no gateway is started, when the answers are not what they say."""
+    broken = tmp_path / "result.json"
+    broken.write_text('{"id": "multi_turn_base_0", "result": []}\n{"id": 3}\n')
+    good = tmp_path / "good.json"
+    good.write_text('{"id": "multi_turn_base_0", "result": []}\n')
+    episodes = tmp_path / "rollouts.jsonl"
+    episodes.write_text('{"env": "bfcl-pantryapi"}\n')
+    for options, message in [
+            (["--results", str(broken)], f"{broken}:2: not a BFCL result (an object with id and "
+                                         "result)"),
+            (["--rollouts", str(episodes)], f"{episodes}:1: not an episode of `envscaler "
+                                            "rollout`"),
+            (["--results", str(tmp_path / "missing.json")], "cannot read"),
+            (["--results", str(broken), "--rollouts", str(episodes)], "give one of"),
+            (["--results", str(good), "--decoder", "xml"], "unknown decoder 'xml'")]:
+        result = CliRunner().invoke(app, ["eval", "bfcl", "--from", str(CHECKOUT), *options])
+        assert result.exit_code == 1, result.output
+        assert message in " ".join(result.stderr.split()), result.stderr
