@@ -117,9 +117,10 @@ def _turns(messages: list[dict[str, Any]]) -> list[list[Any]]:
         if message.get("role") == "user":
             turns.append([])
         elif message.get("role") == "assistant" and turns:
-            calls = message.get("tool_calls") or []
-            turns[-1].append([{call["function"]["name"]: call["function"]["arguments"]}
-                              for call in calls] if calls else message.get("content") or "")
+            functions = [call.get("function") or {} for call in message.get("tool_calls") or []]
+            turns[-1].append([{function.get("name", ""): function.get("arguments", "")}
+                              for function in functions]
+                             if functions else message.get("content") or "")
     return turns
 
 

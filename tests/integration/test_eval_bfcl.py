@@ -103,6 +103,13 @@ def test_prompting_results_and_questions_not_in_the_checkout(served: LiveGateway
     assert report["accuracy"] == 0.5 and report["scored"] == 2
     assert set(report["not_scored"]) == {"multi_turn_base_9", "multi_turn_long_context_0"}
 
+    table = CliRunner().invoke(app, ["eval", "bfcl", "--from", str(CHECKOUT), "--url", served.url,
+                                     "--api-key", served.api_key, "--results", str(path)])
+    assert table.exit_code == 0, table.output
+    assert "multi_turn:instance_state_mismatch" in table.stdout
+    assert "accuracy 50.00%: 1 of 2 scored questions valid (2 not scored)" in table.stdout
+    assert "not scored multi_turn_base_9: no such question" in table.stderr
+
 
 def test_rollouts_of_imported_scenarios_are_scored_the_same_way(served: LiveGateway,
                                                                 tmp_path: Path) -> None:
