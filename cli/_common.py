@@ -24,6 +24,7 @@ from envscaler_client import (
 )
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from server.settings import DEFAULT_CATALOGUE as DEFAULT_CATALOGUE
@@ -96,9 +97,10 @@ def explained(url: str) -> Iterator[None]:
         fail(str(exc), hint(exc, url))
 
 
-def fail(message: str, what_to_do: str, status: int = 1) -> NoReturn:
+def fail(message: str, what_to_do: str = "", status: int = 1) -> NoReturn:
     err.print(Text.assemble(("error: ", "red"), message))
-    err.print(what_to_do, style="yellow")
+    if what_to_do:
+        err.print(what_to_do, style="yellow")
     raise typer.Exit(status)
 
 
@@ -162,3 +164,27 @@ def compact(value: Any, limit: int = 120) -> str:
     """A one-line JSON rendering for table cells, shortened to ``limit`` characters."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class phase_progress:
+    """A bar per phase of a long measurement, on stderr, when it is a terminal (and not
+    ``quiet``); entering it gives ``step(phase, done, total)``."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                                 transient=True, disable=quiet or not err.is_terminal)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        self.progress.start()
+
+        def step(phase: str, done: int, total: int) -> None:
+            if phase not in self.tasks:
+                self.tasks[phase] = self.progress.add_task(phase, total=total)
+            self.progress.update(self.tasks[phase], completed=done, total=total)
+
+        return step
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()

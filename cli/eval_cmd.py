@@ -1,26 +1,123 @@
-"""`envscaler eval`: benchmarks' own scores for given answers, computed through the service.
+"""`envscaler eval`: a model's answers to a benchmark, scored through the service as the
+benchmark's own scorer scores them.
 
 Each subcommand reads answers in the benchmark's terms, runs them in sessions of the imported
 scenarios (an embedded gateway on ``--catalogue`` unless ``--url`` names one) and prints the
-score the benchmark's own scorer gives.
+score the benchmark's own scorer gives. `bfcl`: BFCL's multi-turn result files (or rollouts of
+imported BFCL scenarios), each question replayed turn by turn and judged by BFCL's multi-turn
+rules (``importers.bfcl.evaluate``); `tau-bench` and `acebench`: action or call sequences judged
+by the imported scenarios' checks, which are those benchmarks' rewards. No benchmark's code runs
+in this process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from envscaler_client import EnvClient
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from cli._common import ApiKey, GatewayUrl, JsonOutput, connect, err, gateway, out, print_json
+from cli._common import (
+    DEFAULT_CATALOGUE,
+    ApiKey,
+    CataloguePath,
+    GatewayUrl,
+    JsonOutput,
+    connect,
+    err,
+    fail,
+    gateway,
+    out,
+    phase_progress,
+    print_json,
+)
 
+SCORING = "scoring"
 app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  help="Score answers as a benchmark's own scorer would, through the service.")
+                  help="Score a model's answers to a benchmark through the service, as the "
+                  "benchmark's own scorer does.")
+
+
+@app.command("bfcl")
+def bfcl(
+    from_dir: Annotated[Path, typer.Option(
+        "--from", help="The gorilla checkout the questions come from (its multi-turn questions "
+        "and ground truth are read).")],
+    results: Annotated[Path | None, typer.Option(
+        "--results", show_default=False, help="A BFCL multi-turn result file (what BFCL's "
+        "generation writes, e.g. BFCL_v4_multi_turn_base_result.json).")] = None,
+    rollouts: Annotated[Path | None, typer.Option(
+        "--rollouts", show_default=False, help="Instead: an `envscaler rollout` output file of "
+        "imported BFCL scenarios.")] = None,
+    catalogue: CataloguePath = DEFAULT_CATALOGUE,
+    url: GatewayUrl = None,
+    api_key: ApiKey = None,
+    decoder: Annotated[str, typer.Option(
+        help="How a step is decoded, as BFCL's handlers do: fc (a function-calling model's "
+        "{name: arguments} list), prompting (text such as [f(a=1)]), or auto (fc when any step "
+        "is a list or an object). Rollouts are fc.")] = "auto",
+    json_output: JsonOutput = False,
+) -> None:
+    """Score each question of a BFCL multi-turn result file by BFCL's rules: the model's calls
+    and the ground truth's replayed turn by turn in two sessions of the question's environment
+    (`envscaler import bfcl` wrote it); per turn, every class's state equal and the ground
+    truth's results among the model's. Prints each verdict with BFCL's error type and the
+    accuracy. Exit 1 when the scoring cannot run.
+    """
+    from importers.bfcl.decode import FUNCTION_CALLING
+    from importers.bfcl.evaluate import (
+        EvalError,
+        EvalReport,
+        decoder_of,
+        questions,
+        result_answers,
+        rollout_answers,
+        score,
+    )
+
+    if (results is None) == (rollouts is None):
+        fail("give one of --results FILE (BFCL's result file) and --rollouts FILE")
+    try:
+        if results is not None:
+            answers = result_answers(results)
+            chosen = decoder_of(answers, decoder)
+        else:
+            answers = rollout_answers(rollouts)  # type: ignore[arg-type]
+            chosen = FUNCTION_CALLING
+        found = questions(from_dir, list(answers))
+    except EvalError as exc:
+        fail(str(exc))
+    report = EvalReport(str(results or rollouts), chosen, url or "embedded")
+    with (gateway(url, catalogue) as base_url, connect(base_url, api_key) as client,
+          phase_progress(json_output) as step):
+        score(client, answers, found, report, lambda done, total: step(SCORING, done, total))
+    if json_output:
+        print_json(report.to_dict())
+    else:
+        _render(report)
+
+
+def _render(report) -> None:  # type: ignore[no-untyped-def]
+    table = Table(title=f"{report.source} ({report.decoder} decoder, gateway {report.gateway})")
+    table.add_column("question", no_wrap=True)
+    table.add_column("valid")
+    table.add_column("error type", no_wrap=True)
+    table.add_column("why", overflow="fold")
+    for key, verdict in report.verdicts.items():
+        table.add_row(key, Text("yes", "green") if verdict.valid else Text("no", "red"),
+                      verdict.error_type or "", verdict.error_message or "")
+    out.print(table)
+    for key, reason in report.not_scored.items():
+        err.print(Text.assemble(("not scored ", "yellow"), f"{key}: {reason}"))
+    valid = sum(verdict.valid for verdict in report.verdicts.values())
+    accuracy = report.accuracy
+    summary = (f"accuracy {accuracy:.2%}: {valid} of {len(report.verdicts)} scored questions "
+               "valid" if accuracy is not None else "no question scored")
+    out.print(summary + (f" ({len(report.not_scored)} not scored)" if report.not_scored else ""))
 
 
 @app.command("tau-bench")
@@ -46,7 +143,7 @@ def tau_bench(
         ending = {domain: terminate_tools(catalogue, domain)
                   for domain in {line.env for line in lines}}
     except AnswersFileError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     _scored(url, api_key, catalogue, json_output,
             lambda client, advance: score_all(client, lines, ending, advance))
 
@@ -72,7 +169,7 @@ def acebench(
         lines = read_calls(calls)
         envs = question_envs(catalogue)
     except AnswersFileError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     _scored(url, api_key, catalogue, json_output,
             lambda client, advance: score_all(client, lines, envs, advance))
 
@@ -82,8 +179,8 @@ def _scored(url: str | None, api_key: str | None, catalogue: Path, json_output: 
     """Run the scoring on a gateway and print the rewards by key; exit 1 when a line could not
     be scored (its error on stderr)."""
     with (gateway(url, catalogue) as base_url, connect(base_url, api_key) as client,
-          _progress(json_output) as advance):
-        scores = run(client, advance)
+          phase_progress(json_output) as step):
+        scores = run(client, lambda done, total: step(SCORING, done, total))
     rewards = {entry.key: entry.reward for entry in scores if entry.reward is not None}
     if json_output:
         print_json(rewards)
@@ -101,29 +198,3 @@ def _scored(url: str | None, api_key: str | None, catalogue: Path, json_output: 
     for entry in failed:
         err.print(Text.assemble(("not scored ", "red"), f"{entry.key}: {entry.error}"))
     raise typer.Exit(1 if failed else 0)
-
-
-def _fail(message: str) -> NoReturn:
-    err.print(Text.assemble(("error: ", "red"), message))
-    raise typer.Exit(1)
-
-
-class _progress:
-    """A progress bar over the lines, on stderr, when it is a terminal."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.progress = Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=err, transient=True,
-                                 disable=quiet or not err.is_terminal)
-        self.task = self.progress.add_task("score", total=None)
-
-    def __enter__(self):  # type: ignore[no-untyped-def]
-        self.progress.start()
-
-        def advance(done: int, total: int) -> None:
-            self.progress.update(self.task, completed=done, total=total)
-
-        return advance
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()

@@ -10,9 +10,9 @@ imported (bad records or not), 1 when none was (including unreadable files and f
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, NoReturn
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.progress import (
@@ -33,8 +33,10 @@ from cli._common import (
     compact,
     connect,
     err,
+    fail,
     gateway,
     out,
+    phase_progress,
     print_json,
 )
 
@@ -92,29 +94,29 @@ def envscaler_release(
 
     if download:
         if envs is not None or scenarios is not None:
-            _fail("--download fetches both files; it does not combine with --envs / --scenarios")
+            fail("--download fetches both files; it does not combine with --envs / --scenarios")
         dest = (from_dir or DEFAULT_CACHE).expanduser()
         try:
             with _byte_progress(json_output) as on_bytes:
                 paths = download_release(dest, progress=on_bytes)
         except DownloadError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         envs_path, scenarios_path = paths["envs"], paths["scenarios"]
     else:
         if from_dir is None and (envs is None or scenarios is None):
-            _fail("say where the release files are: --from DIR, or --envs FILE --scenarios FILE "
+            fail("say where the release files are: --from DIR, or --envs FILE --scenarios FILE "
                   "(or fetch them with --download)")
         try:
             envs_path = envs or find_file(from_dir, "envs")  # type: ignore[arg-type]
             scenarios_path = scenarios or find_file(from_dir, "scenarios")  # type: ignore[arg-type]
         except SourceError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     try:
         with _env_progress(json_output) as on_env:
             report = import_release(envs_path, scenarios_path, out_dir, limit=limit,
                                     created=created, revision=revision, progress=on_env)
     except (SourceError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if json_output:
         print_json(report.to_dict())
     else:
@@ -235,16 +237,16 @@ def bfcl_compare(
     try:
         planned = plan(from_dir, catalogue, category)
         with (gateway(url, catalogue) as base_url, connect(base_url, api_key) as client,
-              _phase_progress(json_output) as step):
+              phase_progress(json_output) as step):
             report = measure(planned, client, gateway=url or "embedded", step=step)
     except FidelityError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if report_file is not None:
         try:
             report_file.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False)
                                    + "\n", encoding="utf-8")
         except OSError as exc:
-            _fail(f"cannot write the report to {report_file}: {exc}")
+            fail(f"cannot write the report to {report_file}: {exc}")
     if json_output:
         print_json(report.to_dict())
     else:
@@ -266,7 +268,7 @@ def _in_sandboxes(run: Callable[[Any], Awaitable[Any]],
     try:
         return asyncio.run(imported())
     except (checkout_error, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _render_imported(report, json_output: bool, records: str,  # type: ignore[no-untyped-def]
@@ -287,11 +289,6 @@ def _render_imported(report, json_output: bool, records: str,  # type: ignore[no
               f"into {counts['envs_imported']} environments in {report.out}")
 
 
-def _fail(message: str) -> NoReturn:
-    err.print(Text.assemble(("error: ", "red"), message))
-    raise typer.Exit(1)
-
-
 class _env_progress:
     """A progress bar over the environment records, on stderr, when it is a terminal."""
 
@@ -309,29 +306,6 @@ class _env_progress:
             self.progress.update(self.task, completed=done, total=total, record=record)
 
         return advance
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-
-class _phase_progress:
-    """A bar per phase of the fidelity measurement, on stderr, when it is a terminal."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                                 transient=True, disable=quiet or not err.is_terminal)
-        self.tasks: dict[str, int] = {}
-
-    def __enter__(self):  # type: ignore[no-untyped-def]
-        self.progress.start()
-
-        def step(phase: str, done: int, total: int) -> None:
-            if phase not in self.tasks:
-                self.tasks[phase] = self.progress.add_task(phase, total=total)
-            self.progress.update(self.tasks[phase], completed=done, total=total)
-
-        return step
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()

@@ -16,9 +16,12 @@ class FuncDocError(ValueError):
     """A method the doc does not describe (it takes a parameter the doc lacks)."""
 
 
-def documented_method(method: ast.FunctionDef, doc: dict, target: str) -> tuple[str, list[str]]:
+def documented_method(method: ast.FunctionDef, doc: dict, target: str,
+                      via: str | None = None) -> tuple[str, list[str]]:
     """The wrapper method's source and the parameters it passes on; it returns
-    ``{target}(name=name, ...)``, e.g. ``self.PantryAPI.use`` (``target`` is an expression)."""
+    ``{target}(name=name, ...)``, e.g. ``self.PantryAPI.use`` (``target`` is an expression), or
+    with ``via`` ``{via}({target}, name=name, ...)`` (a helper that calls it and records what
+    it answered)."""
     parameters = doc.get("parameters", {}).get("properties", {})
     defaults = _defaults(method)
     signature, passed, described = ["self"], [], []
@@ -36,9 +39,11 @@ def documented_method(method: ast.FunctionDef, doc: dict, target: str) -> tuple[
     docstring = one_line(doc.get("description", method.name))
     if described:
         docstring += "\n\n        Args:\n" + "\n".join(described)
+    call = (f"{via}({', '.join([target, *passed])})" if via is not None
+            else f"{target}({', '.join(passed)})")
     text = (f"    def {method.name}({', '.join(signature)}):\n"
             f'        """{docstring}\n        """\n'
-            f"        return {target}({', '.join(passed)})")
+            f"        return {call}")
     return text, [name for name in names if name in parameters]
 
 

@@ -134,11 +134,17 @@ def _read(path: Path) -> str:
 
 
 def _json_lines(path: Path) -> list[Any]:
+    return [record for _, record in numbered_json_lines(path)]
+
+
+def numbered_json_lines(path: Path) -> list[tuple[int, Any]]:
+    """The JSON value of each non-blank line of ``path`` (BFCL's data and result files), with its
+    line number."""
     records = []
     for number, line in enumerate(_read(path).splitlines(), start=1):
         if line.strip():
             try:
-                records.append(json.loads(line))
+                records.append((number, json.loads(line)))
             except ValueError as exc:
                 raise CheckoutError(f"{path}:{number}: not JSON: {exc}") from None
     return records

@@ -8,7 +8,9 @@ attribute afterwards, so not state), as BFCL does; the state is one public attri
 named after it, holding the instance (served as the tree of its public attributes). Each function
 of the classes' function docs becomes a method of the same name with BFCL's description and
 parameters (typed from the docs, defaults from the class's own signature) that calls the
-instance's method.
+instance's method and records its result as BFCL renders it for the model (a failure as BFCL's
+``Error during execution: ...``) in the public list ``execution_results``, part of the state: what
+BFCL's response checker compares, so that the scenario's checks can see it.
 
 BFCL compares states attribute by attribute with ``==``, so a nested object counts as what its
 class's ``__eq__`` compares (a ``Directory`` as its name and contents, not its link back to its
@@ -20,6 +22,7 @@ BFCL compares, and a parent link is no cycle.
 from __future__ import annotations
 
 import ast
+import inspect
 import io
 import sys
 import tokenize
@@ -28,10 +31,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from importers.bfcl.checkout import Checkout, ClassSource
+from importers.bfcl.runner import ERROR_PREFIX, render_result
 from importers.funcdoc import FuncDocError, documented_method
 
 CLASS_NAME = "BfclMultiTurn"
 CONFIG_KEY = "_initial_config"
+RESULTS = "execution_results"  # the state's list of every call's result, as BFCL renders it
+_RENDERED = inspect.getsource(render_result).replace("def render_result(", "def _bfcl_rendered(")
+_CALL = f"""    def _bfcl_call(self, method, **arguments):
+        \"\"\"A class's method called, its result (or failure) recorded as BFCL hands it to the
+        model, for the response check.\"\"\"
+        try:
+            result = method(**arguments)
+        except Exception as exc:
+            self.{RESULTS}.append({ERROR_PREFIX!r} + str(exc))
+            raise
+        self.{RESULTS}.append(_bfcl_rendered(result))
+        return result"""
 
 
 class EnvCodeError(ValueError):
@@ -191,7 +207,8 @@ def _compared_states(classes: list[ClassSource]) -> list[str]:
 
 def _method(owner: str, method: ast.FunctionDef, doc: dict) -> tuple[str, list[str]]:
     try:
-        return documented_method(method, doc, f"self.{owner}.{method.name}")
+        return documented_method(method, doc, f"self.{owner}.{method.name}",
+                                 via="self._bfcl_call")
     except FuncDocError as exc:
         raise EnvCodeError(str(exc)) from None
 
@@ -204,9 +221,10 @@ def _wrapper(classes: list[ClassSource], methods: list[str]) -> str:
         if cls.loads_scenario:
             setup.append(f"        self.{cls.name}.{'_load_scenario'}("
                          f"_bfcl_copy.deepcopy(initial.get({cls.name!r}, {{}})))")
-    return (f"import copy as _bfcl_copy\n\n\nclass {CLASS_NAME}:\n"
+    return (f"import copy as _bfcl_copy\nimport json\n\n\n{_RENDERED}\n\n\nclass {CLASS_NAME}:\n"
             f'    """BFCL multi-turn: {names}, each loaded from its part of BFCL\'s '
-            f'initial_config."""\n\n'
+            f'initial_config; every call\'s result as BFCL renders it in {RESULTS}."""\n\n'
             f"    def __init__(self, init_config):\n"
             f"        initial = init_config.get({CONFIG_KEY!r}, {{}})\n"
-            + "\n".join(setup) + "\n\n" + "\n\n".join(methods))
+            + "\n".join(setup) + f"\n        self.{RESULTS} = []\n\n{_CALL}\n\n"
+            + "\n\n".join(methods))

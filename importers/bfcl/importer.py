@@ -3,11 +3,14 @@ that questions involve together, one scenario per question.
 
 A question becomes a scenario whose ``turns`` are its user messages, each with that turn's
 ground-truth calls as its reference calls, and whose checks compare each stateful class's final
-state with the one the ground truth leaves. That state is found by replaying the ground truth in a
-sandbox (the classes never run in this process), the same way the gateway will run it, so the
-reference solution earns reward 1.0 by construction. A question that cannot be imported (a turn
-without a user message, a call that does not parse or does not fit its tool's schema, a class
-that does not load) is reported with its id and the reason; the others still import.
+state with the one the ground truth leaves (BFCL's state check) and require the results the
+ground truth's calls return among the session's (BFCL's response check, on the final state: each
+turn's results among all the session's, not only those of the turns so far). Both are found by
+replaying the ground truth in a sandbox (the classes never run in this process), the same way the
+gateway will run it, so the reference solution earns reward 1.0 by construction. A question
+that cannot be imported (a turn without a user message, a call that does not parse or does not
+fit its tool's schema, a class that does not load) is reported with its id and the reason; the
+others still import.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import date
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,14 @@ from envformat.requirements import import_names, pins_problem
 from envformat.toolschema import derive_tools
 from importers.bfcl.calls import CallError, parse_call
 from importers.bfcl.checkout import Checkout, locate
-from importers.bfcl.envcode import CLASS_NAME, CONFIG_KEY, EnvCode, EnvCodeError, build
+from importers.bfcl.envcode import (
+    CLASS_NAME,
+    CONFIG_KEY,
+    RESULTS,
+    EnvCode,
+    EnvCodeError,
+    build,
+)
 from importers.envfolder import Problem, write_env
 from importers.sandbox_replay import Replayer, ReplayError
 from synth.sandboxes import SandboxHub
@@ -79,7 +90,12 @@ class _Group:
 
     @property
     def env_id(self) -> str:
-        return ("bfcl-" + "-".join(name.lower() for name in self.classes))[:64]
+        return env_id(self.classes)
+
+
+def env_id(classes: tuple[str, ...]) -> str:
+    """The environment of a set of classes (sorted by name)."""
+    return ("bfcl-" + "-".join(name.lower() for name in classes))[:64]
 
 
 async def import_bfcl(root: Path, out: Path, hub: SandboxHub, *,
@@ -204,8 +220,29 @@ def _scenario(question: dict[str, Any], group: _Group, init_config: dict[str, An
               for name in group.classes if final.get(name)]
     if not checks:
         raise QuestionError("its classes hold no state to check")
+    expected = _results_by_turn(turns, final.get(RESULTS) or [])
+    if any(expected):
+        checks.append(ChecklistItem(
+            item="Did the calls return every result BFCL's ground truth returns?",
+            check_func=_response_check(expected)))
     return Scenario(id=question["id"], split="eval", task=turns[0].user, init_config=init_config,
                     checklist=checks, turns=turns)
+
+
+def _results_by_turn(turns: list[UserTurn], results: list[str]) -> list[list[str]]:
+    """The ground truth's rendered results, split by turn (one per call)."""
+    ends = list(accumulate(len(turn.solution or ()) for turn in turns))
+    return [results[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=True)]
+
+
+def _response_check(expected: list[list[str]]) -> str:
+    """BFCL's response check on the final state: each turn's results among the session's."""
+    text = json.dumps(expected, ensure_ascii=False)
+    return ("def check_func(final_state):\n"
+            "    import json\n"
+            "    from collections import Counter\n"
+            f"    returned = Counter(final_state.get({RESULTS!r}) or [])\n"
+            f"    return all(not Counter(turn) - returned for turn in json.loads({text!r}))\n")
 
 
 def _state_check(name: str, expected: Any) -> str:
@@ -222,8 +259,10 @@ def _manifest(group: _Group, tools: list[dict[str, Any]], created: str) -> dict[
         "summary": f"BFCL multi-turn classes {names}.",
         "introduction": f"The BFCL multi-turn environment of {names}, imported from a BFCL "
                         "checkout: its classes as BFCL wrote them, its function docs as tools.",
-        "state_space": [{"entity": name, "attributes": "its public attributes",
-                         "description": f"The {name} instance."} for name in group.classes],
+        "state_space": [*({"entity": name, "attributes": "its public attributes",
+                           "description": f"The {name} instance."} for name in group.classes),
+                        {"entity": RESULTS, "attributes": "a list of texts",
+                         "description": "Every call's result as BFCL renders it for the model."}],
         "constraint_rules": [],
         "operations": [{"name": tool["function"]["name"],
                         "description": tool["function"]["description"], "type": "state_change"}
@@ -235,4 +274,4 @@ def _manifest(group: _Group, tools: list[dict[str, Any]], created: str) -> dict[
     }
 
 
-__all__ = ["CATEGORIES", "BfclReport", "ImportedEnv", "Problem", "import_bfcl"]
+__all__ = ["CATEGORIES", "BfclReport", "ImportedEnv", "Problem", "env_id", "import_bfcl"]
