@@ -19,6 +19,7 @@ from sandbox.errors import RuntimeFault, SandboxGone, SandboxUnavailable
 from sandbox.remote.host import SandboxHost
 from sandbox.remote.registry import FORGET_AFTER, HOSTS_KEY, HostInfo, HostRegistry
 from sandbox.sandbox import Sandbox
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER_SOURCE, own_redis_db
 from tests.integration.hosts_fixtures import SECRET, host_in_process, remote_config
 
@@ -40,7 +41,7 @@ async def started(redis_url: str, auth: ClusterAuth) -> RemoteBackend:
 async def load_counter(sandbox: Sandbox) -> None:
     await sandbox.load(source=COUNTER_SOURCE, class_name="CounterLab",
                        tools=["increment", "token"], init_config={}, seed=7,
-                       max_result_bytes=65536, timeout=10)
+                       max_result_bytes=65536, timeout=scaled(10))
 
 
 @pytest.fixture
@@ -57,12 +58,13 @@ async def test_a_gateway_runs_a_sandbox_of_a_host_over_tcp(hosts_redis: str,
         assert handle.instance == host.id  # the handle names the host that holds it
         sandbox = Sandbox(handle, backend)
         await load_counter(sandbox)
-        first = await sandbox.call("increment", {"name": "x"}, timeout=5)
-        second = await sandbox.call("increment", {"name": "x", "by": 2}, timeout=5, executed=1)
+        first = await sandbox.call("increment", {"name": "x"}, timeout=scaled(5))
+        second = await sandbox.call("increment", {"name": "x", "by": 2}, timeout=scaled(5),
+                                    executed=1)
         assert first["data"]["value"] == 1 and second["data"]["value"] == 3
-        assert (await sandbox.state(timeout=5))["counters"] == {"x": 3}
+        assert (await sandbox.state(timeout=scaled(5)))["counters"] == {"x": 3}
         with pytest.raises(RuntimeFault) as fault:
-            await sandbox.call("increment", {"name": "x"}, timeout=5, executed=5)
+            await sandbox.call("increment", {"name": "x"}, timeout=scaled(5), executed=5)
         assert fault.value.kind == "Diverged"
         assert await backend.verify(handle)
         await sandbox.destroy()
@@ -125,7 +127,7 @@ async def test_tls_between_gateway_and_host(hosts_redis: str, tmp_path: Path) ->
         try:
             sandbox = Sandbox(await backend.create({"envscaler.session": "s4"}), backend)
             await load_counter(sandbox)
-            assert (await sandbox.call("increment", {"name": "t"}, timeout=5))["data"] == {
+            assert (await sandbox.call("increment", {"name": "t"}, timeout=scaled(5)))["data"] == {
                 "name": "t", "before": 0, "value": 1}
             await sandbox.destroy()
         finally:

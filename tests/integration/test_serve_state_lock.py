@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from server.embedded_redis import EmbeddedRedis, free_port
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import REPO_ROOT
 from tests.integration.serve_helpers import serve_env
 
@@ -45,7 +46,7 @@ def test_scripts_serve_refuses_a_held_state_directory_before_the_bootstrap(
 ) -> None:
     env = _without_state_settings({**os.environ, "HOME": str(home)})
     done = subprocess.run([str(REPO_ROOT / "scripts" / "serve"), "--port", str(free_port())],
-                          env=env, capture_output=True, text=True, timeout=REFUSED_WITHIN)
+                          env=env, capture_output=True, text=True, timeout=scaled(REFUSED_WITHIN))
     output = done.stdout + done.stderr
     assert done.returncode == 1, output
     assert "[bootstrap]" not in output  # refused first, not after minutes of set-up
@@ -62,7 +63,7 @@ def test_envscaler_serve_refuses_a_held_state_directory_before_the_images(
     env.update(HOME=str(home), DOCKER_HOST=f"unix://{home}/no-engine.sock", COLUMNS="1000")
     done = subprocess.run([sys.executable, "-m", "cli", "serve", "--port", str(free_port())],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=REFUSED_WITHIN)
+                          timeout=scaled(REFUSED_WITHIN))
     output = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 1, output
     assert f"{held} is in use by the Redis of another gateway (pid {os.getpid()})" in output

@@ -20,6 +20,7 @@ import redis as redis_sync
 
 from server.settings import Settings
 from server.store import LIVE_KEYS, calls_key, live_key, lock_key, session_key
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
     COUNTER,
     GatewayProcess,
@@ -96,7 +97,7 @@ def call_body(arguments: Any) -> bytes:
 def test_json_past_its_limits_is_refused_and_the_session_goes_on(
     gateway: GatewayProcess,
 ) -> None:
-    with httpx.Client(base_url=gateway.url, timeout=60, headers=JSON) as client:
+    with httpx.Client(base_url=gateway.url, timeout=scaled(60), headers=JSON) as client:
         session_id = create(client)
         calls = f"/v1/sessions/{session_id}/calls"
         deep = b'{"name": "increment", "arguments": {"name": ' + nested(500) + b"}}"
@@ -128,7 +129,7 @@ def test_json_past_its_limits_is_refused_and_the_session_goes_on(
             assert error.get("field") == field and limit in error["message"], (path, error)
 
         # Refused before reading: a call declaring a body past its limit gets its answer at once.
-        with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
+        with socket.create_connection(("127.0.0.1", gateway.port), timeout=scaled(10)) as sock:
             sock.sendall(f"POST {calls} HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
                          "application/json\r\nContent-Length: 4000000\r\n\r\n{".encode())
             answer = b""
@@ -157,7 +158,7 @@ def test_json_past_its_limits_is_refused_and_the_session_goes_on(
 
 def test_quotas_bound_each_session_and_no_other(gateway: GatewayProcess) -> None:
     redis = redis_sync.Redis.from_url(gateway.env["ENVSCALER_REDIS_URL"])
-    with httpx.Client(base_url=gateway.url, timeout=60, headers=JSON) as client:
+    with httpx.Client(base_url=gateway.url, timeout=scaled(60), headers=JSON) as client:
         def run(session_id: str, name: str, arguments: dict[str, Any]) -> httpx.Response:
             return client.post(f"/v1/sessions/{session_id}/calls",
                                json={"name": name, "arguments": arguments})
@@ -207,7 +208,7 @@ def test_a_forged_agent_token_takes_no_lock_and_touches_nothing(
     redis = redis_sync.Redis.from_url(keyed_gateway.env["ENVSCALER_REDIS_URL"])
 
     async def scenario() -> None:
-        admin = httpx.AsyncClient(base_url=keyed_gateway.url, timeout=60,
+        admin = httpx.AsyncClient(base_url=keyed_gateway.url, timeout=scaled(60),
                                   headers={"Authorization": f"Bearer {ADMIN}"})
         created = await admin.post("/v1/sessions", json={"env": COUNTER, "scenario": "counter-1"})
         assert created.status_code == 201, created.text
@@ -253,7 +254,7 @@ def test_without_api_keys_only_local_hosts_and_json_bodies_are_served(
     redis = redis_sync.Redis.from_url(gateway.env["ENVSCALER_REDIS_URL"])
     live = sum(redis.zcard(key) for key in LIVE_KEYS)
     port = gateway.port
-    with httpx.Client(base_url=gateway.url, timeout=60) as client:
+    with httpx.Client(base_url=gateway.url, timeout=scaled(60)) as client:
         for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.nip.io:{port}", ""):
             error = refused(client.get("/healthz", headers={"Host": host}), 421,
                             "MisdirectedRequest")
@@ -289,7 +290,7 @@ def test_without_api_keys_only_local_hosts_and_json_bodies_are_served(
 
 
 def partial_head(port: int) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=scaled(10))
     sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: 1\r\n")
     return sock
 
@@ -318,7 +319,7 @@ def closed_by_gateway(sock: socket.socket, trickle: bool, rounds: int = 20) -> b
 
 
 def get(port: int, path: str = "/healthz") -> int:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=scaled(10)) as sock:
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
                      .encode())
         data = b""
@@ -344,7 +345,7 @@ def test_connections_that_never_finish_their_head_are_closed(gateway: GatewayPro
 def test_a_body_that_trickles_past_its_deadline_is_answered_408_and_closed(
         gateway: GatewayProcess) -> None:
     """A complete head, then a body sent a byte at a time: held for ever before the deadline."""
-    sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=10)
+    sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=scaled(10))
     try:
         sock.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\n"
                      b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
