@@ -18,18 +18,25 @@ Phases, in order (each waits for the machine to be quiet first, and records how 
    a session per episode or resetting one per lane; lease expiries from the gateway's log;
 8. the gateway stopped, every container of the run removed; a second gateway with no warm pool
    for cold session creation; then a check that no container of the run is left.
+
+However the run ends (done, an exception, a wait that ran out, SIGTERM or SIGINT), `run` removes
+what it started before it returns or raises: its gateways, every process below it, every
+container of its socket roots or its label.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import platform
 import secrets
 import shutil
+import signal
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,14 +47,16 @@ from docker.errors import DockerException
 
 from bench import baseline, calls, density, hosts, largestate, lifecycle, report, rollouts
 from bench.config import BenchConfig
-from bench.gateway import LEASE_EXPIRED, Gateway, GatewayOptions, remove_containers
-from bench.procstat import CpuMeter, wait_for_quiet
+from bench.gateway import (LEASE_EXPIRED, RUN_PREFIX, Gateway, GatewayOptions,
+                           remove_containers, run_containers, run_socket_root)
+from bench.procstat import CpuMeter, descendants, wait_for_quiet
 from bench.workload import lanes, load_envs, probe, scenario_with_checks
 from sandbox.image import ensure_image
 from server.settings import Settings
 
 BENCH_LABEL = "envscaler.bench"
 RELEASE_ABOVE = 800  # live sessions + episode lanes: above, the live sessions are closed first
+END_TIMEOUT = 30.0  # seconds for the run's leftover processes to end on SIGTERM, before SIGKILL
 VALIDATE_CHECKS = 4   # the validation figure's scenario has this many check functions
 
 
@@ -155,12 +164,25 @@ class Run:
 
     def leftovers(self) -> int:
         """Containers of this run still there (removed now, and counted as a fault)."""
-        found = [c["Id"] for c in self.docker.api.containers(
-            all=True, quiet=True, filters={"label": f"{BENCH_LABEL}={self.run_id}"})]
-        for gateway in self.gateways:
-            found += gateway.containers()
-        remove_containers(self.docker, found)
+        found = run_containers(self.docker, f"{BENCH_LABEL}={self.run_id}")
+        remove_containers(self.docker, found, parallel=16)
         return len(found)
+
+    def clean_up(self) -> None:
+        """Whatever the run left, however it ended: its gateways stopped (each bounded), every
+        process below this one ended (sandbox hosts, load generators, Redis servers), then its
+        containers removed and its socket roots."""
+        for gateway in self.gateways:
+            try:
+                gateway.stop()
+            except Exception as exc:  # noqa: BLE001 - the rest is removed below all the same
+                self.say(f"  stopping a gateway failed: {exc!r}")
+        _end(descendants(os.getpid())[1:])
+        left = self.leftovers()
+        for root in Path("/tmp").glob(Path(RUN_PREFIX).name + "*"):
+            shutil.rmtree(root, ignore_errors=True)
+        if left:
+            self.say(f"  removed {left} containers the run left")
 
     # ------------------------------------------------------------------ figures
 
@@ -212,7 +234,7 @@ class Run:
         self.wait_quiet("baselines")
         label = f"{BENCH_LABEL}={self.run_id}"
         inproc = baseline.in_process(image, env, probe_, self.config.baseline_calls, label)
-        root = Path(f"/tmp/esb-{secrets.token_hex(4)}")
+        root = run_socket_root()
         root.mkdir(mode=0o700)  # the service's alone: a socket root others may write is refused
         try:
             runtime = _run_async(baseline.runtime_round_trip(
@@ -388,13 +410,95 @@ def _run_async(coroutine: Any) -> Any:
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coroutine)
-    return uvloop.run(coroutine)
+        runner = asyncio.run
+    else:
+        runner = uvloop.run
+    try:
+        return runner(coroutine)
+    finally:
+        _STOP.raise_if_stopped()  # its tasks were cancelled by a signal: the run stops
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGINT reached the run (a BaseException: no handler of an error swallows it)."""
+
+
+class _StopSignals:
+    """SIGTERM and SIGINT, the first of them only: outside an event loop `Stopped` is raised
+    wherever the run is; inside one (uvloop would swallow what a handler raises) the loop's tasks
+    are cancelled and `_run_async` raises `Stopped` once the loop has unwound. Either way every
+    ``finally`` of the run runs. Later signals are ignored while the run removes what it started
+    (each step of that is bounded)."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.say: Callable[[str], None] = print
+
+    @contextlib.contextmanager
+    def installed(self, say: Callable[[str], None]) -> Iterator[None]:
+        self.reason, self.say = None, say
+        previous = {signum: signal.signal(signum, self.handle)
+                    for signum in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def handle(self, signum: int, _frame: object) -> None:
+        if self.reason is not None:
+            return
+        self.reason = signal.Signals(signum).name
+        self.say(f"{self.reason}: stopping; removing what the run started")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise Stopped(self.reason) from None
+        for task in asyncio.all_tasks(loop):
+            task.cancel()
+
+    def raise_if_stopped(self) -> None:
+        if self.reason is not None:
+            raise Stopped(self.reason)
+
+
+_STOP = _StopSignals()
+
+
+def _end(pids: list[int]) -> None:
+    """SIGTERM, then SIGKILL to those still there after `END_TIMEOUT`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + END_TIMEOUT
+        while (pids := [pid for pid in pids if _running(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not pids:
+            return
+
+
+def _running(pid: int) -> bool:
+    """Not gone, nor a zombie (reaped by its parent, this process, by the wait here)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def run(config: BenchConfig, out_dir: Path, say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Measure, then write ``results.json``, ``results.md`` and the plots into ``out_dir``."""
-    results = Run(config, out_dir, say).execute()
+    """Measure, then write ``results.json``, ``results.md`` and the plots into ``out_dir``;
+    what the run started is removed however it ends."""
+    bench = Run(config, out_dir, say)
+    say(f"run {bench.run_id}: its containers carry {BENCH_LABEL}={bench.run_id} or a socket root "
+        f"{RUN_PREFIX}*")
+    with _STOP.installed(say):
+        try:
+            results = bench.execute()
+        finally:
+            bench.clean_up()
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (out_dir / "results.md").write_text(report.markdown(results))
