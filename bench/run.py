@@ -27,16 +27,14 @@ container of its socket roots or its label.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import platform
 import secrets
 import shutil
-import signal
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +48,7 @@ from bench.config import BenchConfig
 from bench.gateway import (LEASE_EXPIRED, RUN_PREFIX, Gateway, GatewayOptions,
                            remove_containers, run_containers, run_socket_root)
 from bench.procstat import CpuMeter, descendants, wait_for_quiet
+from bench.stopping import STOP, end_processes
 from bench.workload import lanes, load_envs, probe, scenario_with_checks
 from sandbox.image import ensure_image
 from server.settings import Settings
@@ -177,7 +176,7 @@ class Run:
                 gateway.stop()
             except Exception as exc:  # noqa: BLE001 - the rest is removed below all the same
                 self.say(f"  stopping a gateway failed: {exc!r}")
-        _end(descendants(os.getpid())[1:])
+        end_processes(descendants(os.getpid())[1:], END_TIMEOUT)
         left = self.leftovers()
         for root in Path("/tmp").glob(Path(RUN_PREFIX).name + "*"):
             shutil.rmtree(root, ignore_errors=True)
@@ -416,76 +415,7 @@ def _run_async(coroutine: Any) -> Any:
     try:
         return runner(coroutine)
     finally:
-        _STOP.raise_if_stopped()  # its tasks were cancelled by a signal: the run stops
-
-
-class Stopped(BaseException):
-    """SIGTERM or SIGINT reached the run (a BaseException: no handler of an error swallows it)."""
-
-
-class _StopSignals:
-    """SIGTERM and SIGINT, the first of them only: outside an event loop `Stopped` is raised
-    wherever the run is; inside one (uvloop would swallow what a handler raises) the loop's tasks
-    are cancelled and `_run_async` raises `Stopped` once the loop has unwound. Either way every
-    ``finally`` of the run runs. Later signals are ignored while the run removes what it started
-    (each step of that is bounded)."""
-
-    def __init__(self) -> None:
-        self.reason: str | None = None
-        self.say: Callable[[str], None] = print
-
-    @contextlib.contextmanager
-    def installed(self, say: Callable[[str], None]) -> Iterator[None]:
-        self.reason, self.say = None, say
-        previous = {signum: signal.signal(signum, self.handle)
-                    for signum in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            yield
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-
-    def handle(self, signum: int, _frame: object) -> None:
-        if self.reason is not None:
-            return
-        self.reason = signal.Signals(signum).name
-        self.say(f"{self.reason}: stopping; removing what the run started")
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise Stopped(self.reason) from None
-        for task in asyncio.all_tasks(loop):
-            task.cancel()
-
-    def raise_if_stopped(self) -> None:
-        if self.reason is not None:
-            raise Stopped(self.reason)
-
-
-_STOP = _StopSignals()
-
-
-def _end(pids: list[int]) -> None:
-    """SIGTERM, then SIGKILL to those still there after `END_TIMEOUT`."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + END_TIMEOUT
-        while (pids := [pid for pid in pids if _running(pid)]) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if not pids:
-            return
-
-
-def _running(pid: int) -> bool:
-    """Not gone, nor a zombie (reaped by its parent, this process, by the wait here)."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+        STOP.raise_if_stopped()  # its tasks were cancelled by a signal: the run stops
 
 
 def run(config: BenchConfig, out_dir: Path, say: Callable[[str], None] = print) -> dict[str, Any]:
@@ -494,7 +424,7 @@ def run(config: BenchConfig, out_dir: Path, say: Callable[[str], None] = print) 
     bench = Run(config, out_dir, say)
     say(f"run {bench.run_id}: its containers carry {BENCH_LABEL}={bench.run_id} or a socket root "
         f"{RUN_PREFIX}*")
-    with _STOP.installed(say):
+    with STOP.installed(say):
         try:
             results = bench.execute()
         finally:

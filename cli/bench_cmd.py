@@ -32,7 +32,8 @@ def bench(
         raise typer.Exit(2)
     try:
         from bench.config import preset
-        from bench.run import Stopped, run
+        from bench.run import run
+        from bench.stopping import Stopped
     except ImportError as exc:
         console.print(f"[red]error:[/red] the benchmark needs the checkout's `bench` package and "
                       f"matplotlib (pip install -e '.[bench]'): {exc}")
