@@ -9,6 +9,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
 from tests.deadlines import scaled
 
 CLIENTS = Path(__file__).resolve().parents[2] / "clients"
