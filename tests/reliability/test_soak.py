@@ -162,8 +162,8 @@ async def test_soak(redis_url: str, sandbox_image: str, socket_root: Path,
     settings = Settings(
         redis_url=soak_redis.url, catalogue=catalogue_root, sandbox_backend="docker",
         sandbox_image=sandbox_image, socket_root=socket_root, pool_size=8, max_sandboxes=96,
-        sandbox_create_rate=40.0, call_timeout=scaled(3.0), load_timeout=scaled(3.0),
-        session_ttl=scaled(SESSION_TTL), record_ttl=scaled(RECORD_TTL), log_level="WARNING",
+        call_timeout=scaled(3.0), load_timeout=scaled(3.0), session_ttl=scaled(SESSION_TTL),
+        record_ttl=scaled(RECORD_TTL), log_level="WARNING",
         api_keys=[])  # the deadlines and TTLs follow the machine, in their proportions
     gateway = GatewayProcess(settings, TEST_LABELS, tmp_path / "gateway.log").start()
     figures = Figures()
