@@ -179,7 +179,7 @@ async def closed_by_the_host(reader: asyncio.StreamReader) -> bool:
     """Whether the host closed the connection (within a bound far above the handshake's
     timeout: before this fix a silent connection was held for a minute)."""
     try:
-        return await asyncio.wait_for(reader.read(1), timeout=30) == b""
+        return await asyncio.wait_for(reader.read(1), timeout=scaled(30)) == b""
     except ConnectionResetError:
         return True
 
@@ -190,11 +190,11 @@ async def test_connections_that_never_handshake_are_capped_and_timed_out(
     one at once, and each is closed after ``timeout``; then a gateway is served again."""
     cert, key = make_certificate(tmp_path)
     host_auth = ClusterAuth(SECRET.encode(), tls_cert=cert, tls_key=key)
-    limits = HandshakeLimits(timeout=1.0, pending=3)
+    limits = HandshakeLimits(timeout=scaled(1.0), pending=3)
     async with host_in_process(hosts_redis, "slow", host_auth, limits=limits) as host:
         address, port = wire.split_address(host.address.advertise)
         idle = [await asyncio.open_connection(address, port) for _ in range(limits.pending)]
-        async with asyncio.timeout(30):  # each counted as handshaking (before TLS, too)
+        async with asyncio.timeout(scaled(30)):  # each counted as handshaking (before TLS, too)
             while host._handshaking < limits.pending:
                 await asyncio.sleep(0.01)
         reader, writer = await asyncio.open_connection(address, port)  # one too many

@@ -208,7 +208,7 @@ def test_a_session_serves_a_whole_training_run(gateway: GatewayProcess) -> None:
     the episodes before the one it ends, so what Redis keeps stays two episodes long."""
     redis = redis_sync.Redis.from_url(gateway.env["ENVSCALER_REDIS_URL"])
     per_episode, episodes = SESSION_CALLS - 5, 6
-    with httpx.Client(base_url=gateway.url, timeout=60, headers=JSON) as client:
+    with httpx.Client(base_url=gateway.url, timeout=scaled(60), headers=JSON) as client:
         session_id = create(client)
         for _ in range(episodes):
             for _ in range(per_episode):
@@ -324,7 +324,7 @@ def test_without_api_keys_only_local_hosts_and_json_bodies_are_served(
     with ws_connect(ws_url, additional_headers={"Origin": f"http://localhost:{port}"},
                     open_timeout=30) as ws:
         ws.send(json.dumps({"type": "state"}))
-        assert json.loads(ws.recv(timeout=30))["data"]["episode_id"] is None
+        assert json.loads(ws.recv(timeout=scaled(30)))["data"]["episode_id"] is None
 
 
 # ---------------------------------------------------------------- connections

@@ -247,7 +247,7 @@ async def test_get_and_delete_answer_405_and_hold_no_stream_open(
     session_id, token = await _open(admin)
     url = _mcp_url(gateway.url, session_id)
     headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=scaled(30)) as client:
         for method in ("GET", "DELETE"):
             async with client.stream(method, url, headers=headers) as response:
                 assert response.status_code == 405, (method, response.headers)
@@ -277,7 +277,7 @@ async def test_without_api_keys_the_mcp_door_still_needs_the_agent_token(
     """One rule: the MCP door admits the session's agent token (or an API key), nothing else,
     whether or not the gateway has API keys; each 401 says why in ``WWW-Authenticate`` too, so
     that an MCP client shows it instead of starting an OAuth login."""
-    async with httpx.AsyncClient(base_url=open_gateway.url, timeout=60) as operator:
+    async with httpx.AsyncClient(base_url=open_gateway.url, timeout=scaled(60)) as operator:
         session_id, token = await _open(operator)  # REST: the loopback operator, no token
     url = _mcp_url(open_gateway.url, session_id)
     cases = [(None, "invalid_request", "missing 'Authorization"),
