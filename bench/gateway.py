@@ -1,7 +1,11 @@
 """A real gateway for a benchmark: `envscaler serve` on the Docker backend (with ``--workers N``
 only when asked: otherwise the command's default worker count applies, as a user gets it), with its
 own Redis and its own socket root, so that every container it makes carries one label of this run
-(``envscaler.socket-root=/tmp/esb-...``) and is removed afterwards, whatever happened.
+(``envscaler.socket-root=/tmp/esb-<pid>-...``) and is removed afterwards, whatever happened.
+
+Every socket root of a run (`run_socket_root`: its gateways', its sandbox hosts') is named after
+the run's process, so that `run_containers` finds every container the run made, whichever part
+of it made them, even one that was killed.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from server.workers import default_count
 READY_TIMEOUT = 180.0
 STOP_TIMEOUT = 60.0
 SOCKET_ROOT_LABEL = "envscaler.socket-root"
+RUN_PREFIX = f"/tmp/esb-{os.getpid()}-"  # short: socket paths <= 107 bytes
 LEASE_EXPIRED = "session lock lease ran out before release"  # the gateway's warning, one a line
 
 
@@ -51,7 +56,7 @@ class Gateway:
         self.image = image
         self.scratch = scratch
         self.port = free_port()
-        self.socket_root = Path(f"/tmp/esb-{secrets.token_hex(4)}")  # short: socket paths <= 107 B
+        self.socket_root = run_socket_root()
         self.redis = EmbeddedRedis(scratch / f"redis-{self.port}", persistent=True)
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = scratch / f"gateway-{self.port}.log"
@@ -171,6 +176,21 @@ class Gateway:
                 self.redis.stop()
                 shutil.rmtree(self.socket_root, ignore_errors=True)
         return left
+
+
+def run_socket_root() -> Path:
+    """A new socket root of this run (not created yet)."""
+    return Path(RUN_PREFIX + secrets.token_hex(3))
+
+
+def run_containers(client: docker.DockerClient, label: str) -> list[str]:
+    """Ids of every container of this run: under one of its socket roots, or carrying ``label``
+    (``name=value``: the throwaway containers of the baselines)."""
+    labelled = client.api.containers(all=True, filters={"label": label})
+    rooted = client.api.containers(all=True, filters={"label": SOCKET_ROOT_LABEL})
+    return sorted({c["Id"] for c in labelled} | {
+        c["Id"] for c in rooted
+        if (c.get("Labels") or {}).get(SOCKET_ROOT_LABEL, "").startswith(RUN_PREFIX)})
 
 
 def remove_containers(client: docker.DockerClient, ids: list[str], parallel: int = 8) -> int:

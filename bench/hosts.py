@@ -8,7 +8,8 @@
   second per core of the machine, and the hosts' share of those cores.
 
 Each host is its own process with its own socket root and the Docker backend, found through the
-registry in a Redis of its own, as gateways find hosts.
+registry in a Redis of its own, as gateways find hosts. Every wait on them is bounded
+(`bench.waits`): a host that stops answering ends the phase with the wait it was in.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.baseline import timed_calls
+from bench.gateway import run_socket_root
 from bench.procstat import CpuMeter
 from bench.stats import summary
+from bench.waits import within
 from bench.workload import Probe
 from envformat.loader import EnvPackage
 from sandbox.backends.remote import RemoteBackend
@@ -36,6 +39,9 @@ from server.embedded_redis import EmbeddedRedis
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REGISTER_TIMEOUT = 120.0  # seconds for a host to start and publish itself (its warm pool fills)
+PREPARE_TIMEOUT = 180.0  # seconds to create and load the sandboxes of a figure through the hosts
+RELEASE_TIMEOUT = 60.0  # seconds to destroy them, or to close the backend
+STOP_TIMEOUT = 60.0  # seconds for every host to end on SIGTERM (removing its containers), together
 
 
 class Hosts:
@@ -50,7 +56,7 @@ class Hosts:
         self.roots: list[Path] = []
 
     def add(self) -> None:
-        root = Path(f"/tmp/esb-{secrets.token_hex(4)}")  # short: socket paths <= 107 bytes
+        root = run_socket_root()
         root.mkdir(mode=0o700)
         self.roots.append(root)
         env = {**os.environ, "ENVSCALER_REDIS_URL": self.redis.url,
@@ -73,12 +79,15 @@ class Hosts:
         return [process.pid for process in self.processes]
 
     def stop(self) -> None:
+        """SIGTERM to every host at once, SIGKILL to those still there after `STOP_TIMEOUT`
+        (the run's clean-up then removes their containers by label)."""
         for process in self.processes:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
         for process in self.processes:
             try:
-                process.wait(120)
+                process.wait(max(deadline - time.monotonic(), 0.0))
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
@@ -89,28 +98,45 @@ class Hosts:
 
 async def _live(backend: RemoteBackend, count: int) -> None:
     """Wait until ``count`` hosts are live, each with warm sandboxes."""
-    deadline = time.monotonic() + REGISTER_TIMEOUT
-    while True:
-        await backend.refresh()
-        live = backend.live_hosts()
-        if len(live) >= count and all(host.ready > 0 for host in live):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{len(live)} of {count} sandbox hosts registered in time")
-        await asyncio.sleep(0.2)
+    async def registered() -> None:
+        while True:
+            await backend.refresh()
+            live = backend.live_hosts()
+            if len(live) >= count and all(host.ready > 0 for host in live):
+                return
+            await asyncio.sleep(0.2)
+
+    await within(REGISTER_TIMEOUT, f"sandbox hosts: {count} live with warm sandboxes",
+                 registered())
 
 
 async def _loaded(backend: RemoteBackend, env: EnvPackage, probe: Probe, count: int
                   ) -> list[Sandbox]:
     scenario = env.scenario(probe.scenario)
     assert scenario is not None
-    sandboxes = [Sandbox(await backend.create({"envscaler.session": f"bench-{n}"}), backend)
-                 for n in range(count)]
-    await asyncio.gather(*(sandbox.load(
-        source=env.source, class_name=env.manifest.class_name, tools=env.tool_names,
-        init_config=env.initial_config(scenario), seed=0, max_result_bytes=1 << 20, timeout=30)
-        for sandbox in sandboxes))
+    sandboxes: list[Sandbox] = []
+
+    async def prepare() -> None:
+        for n in range(count):
+            sandboxes.append(Sandbox(await backend.create({"envscaler.session": f"bench-{n}"}),
+                                     backend))
+        await asyncio.gather(*(sandbox.load(
+            source=env.source, class_name=env.manifest.class_name, tools=env.tool_names,
+            init_config=env.initial_config(scenario), seed=0, max_result_bytes=1 << 20,
+            timeout=30) for sandbox in sandboxes))
+
+    try:
+        await within(PREPARE_TIMEOUT, f"sandbox hosts: {count} sandboxes created and loaded",
+                     prepare())
+    except BaseException:
+        await _released(sandboxes)
+        raise
     return sandboxes
+
+
+async def _released(sandboxes: list[Sandbox]) -> None:
+    await within(RELEASE_TIMEOUT, f"sandbox hosts: {len(sandboxes)} sandboxes destroyed",
+                 asyncio.gather(*(sandbox.destroy() for sandbox in sandboxes)))
 
 
 async def _hop(backend: RemoteBackend, env: EnvPackage, probe: Probe, calls: int
@@ -119,7 +145,7 @@ async def _hop(backend: RemoteBackend, env: EnvPackage, probe: Probe, calls: int
     try:
         samples = await timed_calls(sandbox, probe, calls)
     finally:
-        await sandbox.destroy()
+        await _released([sandbox])
     return {"how": "Sandbox.call from this process through a sandbox host over TCP "
                    "(authenticated), the host to the runtime over its Unix socket",
             **summary(samples)}
@@ -142,7 +168,7 @@ async def _scaling(backend: RemoteBackend, env: EnvPackage, probe: Probe, lanes:
         await asyncio.gather(*(lane(sandbox) for sandbox in sandboxes))
         cores = CpuMeter.shares(before, meter.snapshot())
     finally:
-        await asyncio.gather(*(sandbox.destroy() for sandbox in sandboxes))
+        await _released(sandboxes)
     rps = done / seconds
     return {"lanes": lanes, "hosts_used": len({s.handle.instance for s in sandboxes}),
             "rps": round(rps, 1), "cores": cores,
@@ -157,7 +183,7 @@ async def measure(image: str, env: EnvPackage, probe: Probe, scratch: Path, *, c
     figures: dict[str, Any] = {"scaling": {}}
     try:
         hosts.add()
-        await backend.start()
+        await within(REGISTER_TIMEOUT, "sandbox hosts: the registry read", backend.start())
         await _live(backend, 1)
         figures["hop"] = await _hop(backend, env, probe, calls)
         for count in counts:
@@ -168,6 +194,8 @@ async def measure(image: str, env: EnvPackage, probe: Probe, scratch: Path, *, c
             figures["scaling"][str(count)] = await _scaling(backend, env, probe, lanes, seconds,
                                                             meter)
     finally:
-        await backend.close()
-        await asyncio.to_thread(hosts.stop)
+        try:
+            await within(RELEASE_TIMEOUT, "sandbox hosts: the backend closed", backend.close())
+        finally:
+            await asyncio.to_thread(hosts.stop)
     return figures

@@ -37,6 +37,7 @@ from typing import Any
 from bench.stats import quantiles_ms, summary
 
 OK_MARK = b'"ok":true'
+SPAWN_GRACE = 120.0  # seconds a load generator may take beyond its warm-up and window
 
 
 def build_request(host: str, port: int, method: str, path: str, body: Any = None) -> bytes:
@@ -219,23 +220,37 @@ if __name__ == "__main__":
 
 def spawn(spec: dict[str, Any], meter: Any = None) -> dict[str, Any]:
     """Run the load generator in a child process; with a `bench.procstat.CpuMeter`, add
-    ``cpu_cores`` (cores used by each group over the same window) to the result."""
+    ``cpu_cores`` (cores used by each group over the same window) to the result. A child still
+    running `SPAWN_GRACE` seconds after its window should have ended is killed, and said so."""
     import subprocess
+    import threading
+
+    from bench.waits import WaitExpired
 
     child = subprocess.Popen([sys.executable, "-m", "bench.loadgen"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     assert child.stdin is not None and child.stdout is not None
+    bound = spec["warmup"] + spec["duration"] + SPAWN_GRACE
+    expired = threading.Event()
+    watchdog = threading.Timer(bound, lambda: (expired.set(), child.kill()))
+    watchdog.start()
     child.stdin.write(json.dumps(spec))
     child.stdin.close()
     before = None
     result: dict[str, Any] | None = None
-    for line in child.stdout:
-        message = json.loads(line)
-        if message.get("event") == "window":
-            before = meter.snapshot() if meter is not None else None
-        else:
-            result = message
-    if child.wait() != 0 or result is None:
+    try:
+        for line in child.stdout:
+            message = json.loads(line)
+            if message.get("event") == "window":
+                before = meter.snapshot() if meter is not None else None
+            else:
+                result = message
+        child.wait()
+    finally:
+        watchdog.cancel()
+    if expired.is_set():
+        raise WaitExpired(f"the load generator: not done within {bound:g} s")
+    if child.returncode != 0 or result is None:
         raise RuntimeError(f"the load generator failed (exit {child.returncode})")
     if meter is not None and before is not None:
         shares = meter.shares(before, meter.snapshot())

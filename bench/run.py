@@ -20,12 +20,17 @@ Phases, in order (each waits for the machine to be quiet first, and records how 
    a session per episode or resetting one per lane; lease expiries from the gateway's log;
 8. the gateway stopped, every container of the run removed; a second gateway with no warm pool
    for cold session creation; then a check that no container of the run is left.
+
+However the run ends (done, an exception, a wait that ran out, SIGTERM or SIGINT), `run` removes
+what it started before it returns or raises: its gateways, every process below it, every
+container of its socket roots or its label.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import platform
 import secrets
 import shutil
@@ -52,14 +57,17 @@ from bench import (
     rollouts,
 )
 from bench.config import BenchConfig
-from bench.gateway import LEASE_EXPIRED, Gateway, GatewayOptions, remove_containers
-from bench.procstat import CpuMeter, wait_for_quiet
+from bench.gateway import (LEASE_EXPIRED, RUN_PREFIX, Gateway, GatewayOptions,
+                           remove_containers, run_containers, run_socket_root)
+from bench.procstat import CpuMeter, descendants, wait_for_quiet
+from bench.stopping import STOP, end_processes
 from bench.workload import lanes, load_envs, probe, scenario_with_checks
 from sandbox.image import ensure_image
 from server.settings import Settings
 
 BENCH_LABEL = "envscaler.bench"
 RELEASE_ABOVE = 800  # live sessions + episode lanes: above, the live sessions are closed first
+END_TIMEOUT = 30.0  # seconds for the run's leftover processes to end on SIGTERM, before SIGKILL
 VALIDATE_CHECKS = 4   # the validation figure's scenario has this many check functions
 
 
@@ -167,12 +175,25 @@ class Run:
 
     def leftovers(self) -> int:
         """Containers of this run still there (removed now, and counted as a fault)."""
-        found = [c["Id"] for c in self.docker.api.containers(
-            all=True, quiet=True, filters={"label": f"{BENCH_LABEL}={self.run_id}"})]
-        for gateway in self.gateways:
-            found += gateway.containers()
-        remove_containers(self.docker, found)
+        found = run_containers(self.docker, f"{BENCH_LABEL}={self.run_id}")
+        remove_containers(self.docker, found, parallel=16)
         return len(found)
+
+    def clean_up(self) -> None:
+        """Whatever the run left, however it ended: its gateways stopped (each bounded), every
+        process below this one ended (sandbox hosts, load generators, Redis servers), then its
+        containers removed and its socket roots."""
+        for gateway in self.gateways:
+            try:
+                gateway.stop()
+            except Exception as exc:  # noqa: BLE001 - the rest is removed below all the same
+                self.say(f"  stopping a gateway failed: {exc!r}")
+        end_processes(descendants(os.getpid())[1:], END_TIMEOUT)
+        left = self.leftovers()
+        for root in Path("/tmp").glob(Path(RUN_PREFIX).name + "*"):
+            shutil.rmtree(root, ignore_errors=True)
+        if left:
+            self.say(f"  removed {left} containers the run left")
 
     # ------------------------------------------------------------------ figures
 
@@ -224,7 +245,7 @@ class Run:
         self.wait_quiet("baselines")
         label = f"{BENCH_LABEL}={self.run_id}"
         inproc = baseline.in_process(image, env, probe_, self.config.baseline_calls, label)
-        root = Path(f"/tmp/esb-{secrets.token_hex(4)}")
+        root = run_socket_root()
         root.mkdir(mode=0o700)  # the service's alone: a socket root others may write is refused
         try:
             runtime = _run_async(baseline.runtime_round_trip(
@@ -412,13 +433,26 @@ def _run_async(coroutine: Any) -> Any:
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coroutine)
-    return uvloop.run(coroutine)
+        runner = asyncio.run
+    else:
+        runner = uvloop.run
+    try:
+        return runner(coroutine)
+    finally:
+        STOP.raise_if_stopped()  # its tasks were cancelled by a signal: the run stops
 
 
 def run(config: BenchConfig, out_dir: Path, say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Measure, then write ``results.json``, ``results.md`` and the plots into ``out_dir``."""
-    results = Run(config, out_dir, say).execute()
+    """Measure, then write ``results.json``, ``results.md`` and the plots into ``out_dir``;
+    what the run started is removed however it ends."""
+    bench = Run(config, out_dir, say)
+    say(f"run {bench.run_id}: its containers carry {BENCH_LABEL}={bench.run_id} or a socket root "
+        f"{RUN_PREFIX}*")
+    with STOP.installed(say):
+        try:
+            results = bench.execute()
+        finally:
+            bench.clean_up()
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (out_dir / "results.md").write_text(report.markdown(results))

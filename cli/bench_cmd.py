@@ -33,6 +33,7 @@ def bench(
     try:
         from bench.config import preset
         from bench.run import run
+        from bench.stopping import Stopped
     except ImportError as exc:
         console.print(f"[red]error:[/red] the benchmark needs the checkout's `bench` package and "
                       f"matplotlib (pip install -e '.[bench]'): {exc}")
@@ -46,6 +47,9 @@ def bench(
         results = run(config, out, say=lambda line: console.print(line, markup=False))
     except (RuntimeError, OSError, DockerException) as exc:  # e.g. the engine went away
         console.print(f"[red]error:[/red] the benchmark stopped: {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    except Stopped as exc:
+        console.print(f"the benchmark stopped by {exc}; what it started was removed")
         raise typer.Exit(1) from None
     print((out / "results.md").read_text())
     missed = [f["floor"] for f in results["floors"] if f["met"] is False]

@@ -64,49 +64,60 @@ def serve(
         with _ray_hosts(ray_address, settings):
             _serve(host, port, workers, Settings())
         return
-    try:  # before anything starts: every worker would refuse it the same way
-        socketroot.claim(settings.socket_root)
-    except UnsafeSocketRoot as exc:
+    # The state directory first: a second gateway on it is refused before the slow work
+    # (images), not after it.
+    with _embedded_redis(settings):
+        try:  # before anything starts: every worker would refuse it the same way
+            socketroot.claim(settings.socket_root)
+        except UnsafeSocketRoot as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from None
+        if settings.sandbox_backend == "docker":
+            image = settings.sandbox_image or _sandbox_image(settings.sandbox_base_image)
+            os.environ["ENVSCALER_SANDBOX_IMAGE"] = image
+            requirement_images(image, catalogue)  # once, before the workers each look for them
+        _serve(host, port, workers, settings)
+
+
+@contextlib.contextmanager
+def _embedded_redis(settings: Settings) -> Iterator[None]:
+    """A Redis of the state directory's own while the block runs, when none is configured
+    (``ENVSCALER_REDIS_URL`` then names it, for the workers)."""
+    from sandbox.config import parse_size
+    from server.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+
+    if settings.redis_url is not None:
+        yield
+        return
+    try:
+        redis_server = EmbeddedRedis(settings.state_dir / "redis",
+                                     maxmemory=parse_size(settings.redis_maxmemory)).start()
+    except EmbeddedRedisError as exc:
         console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    if settings.sandbox_backend == "docker":
-        image = settings.sandbox_image or _sandbox_image(settings.sandbox_base_image)
-        os.environ["ENVSCALER_SANDBOX_IMAGE"] = image
-        requirement_images(image, catalogue)  # once, before the workers each look for them
-    _serve(host, port, workers, settings)
+        raise typer.Exit(1) from None
+    os.environ["ENVSCALER_REDIS_URL"] = redis_server.url
+    console.print(f"embedded Redis at {redis_server.address} (data and password in "
+                  f"{redis_server.directory})")
+    try:
+        yield
+    finally:
+        redis_server.stop()
 
 
 def _serve(host: str, port: int, workers: int | None, settings: Settings) -> None:
-    """The gateway's workers, with an embedded Redis when none is configured."""
+    """The gateway's workers."""
     import uvicorn
 
-    from sandbox.config import parse_size
-    from server.embedded_redis import EmbeddedRedis, EmbeddedRedisError
     from server.http import gateway_options
     from server.workers import default_count
 
-    redis_server = None
-    if settings.redis_url is None:
-        try:
-            redis_server = EmbeddedRedis(settings.state_dir / "redis",
-                                         maxmemory=parse_size(settings.redis_maxmemory)).start()
-        except EmbeddedRedisError as exc:
-            console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(1) from None
-        os.environ["ENVSCALER_REDIS_URL"] = redis_server.url
-        console.print(f"embedded Redis at {redis_server.address} (data and password in "
-                      f"{redis_server.directory})")
-    try:
-        config = {"app": "server.app:create_app", "factory": True, "host": host, "port": port,
-                  **gateway_options(settings)}
-        count = workers or settings.workers or default_count()
-        if count == 1:
-            uvicorn.run(**config)
-        else:
-            _serve_workers(count, config, settings)
-    finally:
-        if redis_server is not None:
-            redis_server.stop()
+    config = {"app": "server.app:create_app", "factory": True, "host": host, "port": port,
+              **gateway_options(settings)}
+    count = workers or settings.workers or default_count()
+    if count == 1:
+        uvicorn.run(**config)
+    else:
+        _serve_workers(count, config, settings)
 
 
 @contextlib.contextmanager

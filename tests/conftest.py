@@ -19,12 +19,13 @@ import secrets
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sandbox.config import SandboxConfig
 from server.embedded_redis import EmbeddedRedis
-from tests import processes
+from tests import deadlines, processes
 
 RUN_ENV = "ENVSCALER_TEST_RUN"
 # A gateway process that imports this module (gateway_fixtures.LAUNCHER) keeps its run's id.
@@ -34,6 +35,25 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BASE_IMAGE = os.environ.get("ENVSCALER_SANDBOX_BASE_IMAGE", "envscaler-base:bookworm")
 SOCKET_ROOT = Path(f"/tmp/esx-{RUN_ID}")  # short on purpose: Unix socket paths are <= 107 bytes
 LEAK_GRACE = 5.0  # seconds for what a test stopped to finish exiting
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """One deadline factor per test, measured before its fixtures and its timeout start."""
+    deadlines.follow_the_machine()
+    yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> object:
+    """pytest-timeout's limit (the ini's or a marker's) follows the machine like every deadline."""
+    from pytest_timeout import pytest_timeout_set_timer as set_timer
+
+    return set_timer(item, settings._replace(timeout=deadlines.scaled(settings.timeout)))
+
+
+def pytest_report_header() -> str:
+    return f"deadlines x{deadlines.machine_factor():.2f} now (tests/deadlines.py; load per CPU)"
 
 
 def _descendants() -> set[processes.Proc]:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.deadlines import scaled
+
 POLL = 0.1
 # The Docker engine, which the reliability suite restarts as a child of the test run on purpose,
 # and everything under it (containers are checked by their labels instead).
@@ -120,7 +122,7 @@ def marked(procs: dict[int, Proc], environ: bytes, paths: Iterable[str]) -> set[
 
 def wait_gone(find: Callable[[], list[Proc]], timeout: float) -> list[Proc]:
     """What ``find`` still returns after ``timeout`` seconds (at once when it returns nothing)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while (left := find()) and time.monotonic() < deadline:
         time.sleep(POLL)
     return left

@@ -29,12 +29,14 @@ from server.app import create_app
 from server.settings import Settings
 from tests.conftest import TEST_LABELS
 from server.store import session_key
+from tests.deadlines import scaled
 
 __all__ = ["backend_kwargs", "catalogue_root", "make_settings", "redis_client"]  # the fixtures
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = os.environ.get("ENVSCALER_TEST_SANDBOX_BACKENDS", "docker,process").split(",")
 BACKEND = BACKENDS[0]  # for tests that run once, e.g. the fuzz run
+WORK_DEADLINES = ("call_timeout", "load_timeout", "docker_timeout", "redis_timeout")
 LIBRARY = "library_loans"
 COUNTER = "counter_lab"
 
@@ -270,6 +272,10 @@ def make_settings(
             **backend_kwargs,
         }
         values.update(overrides)
+        # The deadlines of the gateway's own work follow the machine like the tests' (a tool
+        # call that takes 1 s when quiet must not hit a 5 s deadline at a load of 10).
+        for name in WORK_DEADLINES:
+            values[name] = scaled(values.get(name, Settings.model_fields[name].default))
         return Settings(**values)
 
     return make
@@ -328,7 +334,7 @@ def sandbox_released(handle: dict[str, str], socket_root: Path, wait: float = 5.
     from sandbox.backends.base import SOCKET_NAME
     from sandbox.runtime import protocol
 
-    deadline = time.monotonic() + wait
+    deadline = time.monotonic() + scaled(wait)
     while True:
         if not sandbox_alive(handle, socket_root):
             return True
@@ -356,7 +362,7 @@ def kill_sandbox(handle: dict[str, str], socket_root: Path) -> None:
         return
     pid = int((socket_root / handle["instance"] / handle["id"] / "runtime.pid").read_text())
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + scaled(5)
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
@@ -397,14 +403,14 @@ class ChildProcess:
         """SIGKILL: no shutdown, no clean-up, as when a machine or container dies."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
+            self.process.wait(scaled(10))
 
     def stop(self) -> None:
-        """SIGTERM, and SIGKILL after 20 s."""
+        """SIGTERM, and SIGKILL after 20 s (on a quiet machine)."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(20)
+                self.process.wait(scaled(20))
             except subprocess.TimeoutExpired:
                 self.kill()
 
@@ -436,7 +442,7 @@ class GatewayProcess(ChildProcess):
             [sys.executable, "-c", LAUNCHER], cwd=REPO_ROOT, env=self.env, stdout=log, stderr=log
         )
         log.close()
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise AssertionError(
@@ -444,9 +450,9 @@ class GatewayProcess(ChildProcess):
                     f"{self.log_path.read_text()[-3000:]}"
                 )
             try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                if httpx.get(self.url + "/readyz", timeout=scaled(1)).status_code == 200:
                     self.instances.append(
-                        httpx.get(self.url + "/healthz", timeout=1).json()["instance"]
+                        httpx.get(self.url + "/healthz", timeout=scaled(1)).json()["instance"]
                     )
                     return self
             except httpx.HTTPError:
@@ -454,7 +460,7 @@ class GatewayProcess(ChildProcess):
             time.sleep(0.05)
         self.kill()
         raise AssertionError(
-            f"gateway not ready in {timeout:g} s: {self.log_path.read_text()[-3000:]}"
+            f"gateway not ready in {scaled(timeout):g} s: {self.log_path.read_text()[-3000:]}"
         )
 
     def remove_sandboxes(self, socket_root: Path) -> None:
@@ -489,7 +495,7 @@ class GatewayProcess(ChildProcess):
 
     def client(self, token: str | None = None) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=60)
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=scaled(60))
 
 
 def own_redis_db(redis_url: str, db: int) -> str:

@@ -22,6 +22,7 @@ from sandbox.remote.host import HandshakeLimits, HostAddress, SandboxHost
 from common.redisclient import connect
 from sandbox.remote.registry import HOSTS_KEY, HostInfo, HostRegistry
 from tests.conftest import REPO_ROOT, SOCKET_ROOT, TEST_LABELS, new_instance
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import ChildProcess, free_port
 
 SECRET = secrets.token_hex(32)  # a strong one, as every cluster secret must be
@@ -85,7 +86,7 @@ class HostProcess(ChildProcess):
                 [sys.executable, "-m", "cli", "sandbox", "host", "--listen", self.address,
                  "--advertise", self.advertise],
                 cwd=REPO_ROOT, env=self.env, stdout=log, stderr=log)
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.log_path.read_text()[-3000:]
             if self.id is not None:

@@ -12,6 +12,7 @@ from types import TracebackType
 
 import redis as redis_sync
 
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import free_port
 
 MASTERS = 3
@@ -54,7 +55,7 @@ class LocalRedisCluster:
             subprocess.run(["redis-cli", "--cluster", "create",
                             *(f"127.0.0.1:{port}" for port in self.ports),
                             "--cluster-replicas", "0", "--cluster-yes"],
-                           check=True, capture_output=True, timeout=60)
+                           check=True, capture_output=True, timeout=scaled(60))
             self._wait_ok()
         except BaseException:
             self.stop()
@@ -69,7 +70,7 @@ class LocalRedisCluster:
              "yes", "--cluster-config-file", str(node / "nodes.conf"), "--dir", str(node),
              "--save", "", "--appendonly", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while True:
             try:
                 redis_sync.Redis(port=port).ping()
@@ -79,7 +80,7 @@ class LocalRedisCluster:
                 time.sleep(0.05)
 
     def _wait_ok(self) -> None:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         while any(redis_sync.Redis(port=port).cluster("info")["cluster_state"] != "ok"
                   for port in self.ports):
             assert time.monotonic() < deadline, "the cluster did not become ok"
@@ -98,7 +99,7 @@ class LocalRedisCluster:
         for process in self.processes:
             process.terminate()
         for process in self.processes:
-            process.wait(10)
+            process.wait(scaled(10))
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import REPO_ROOT
 
 T = TypeVar("T")
@@ -41,7 +42,7 @@ def serve(port: int, env: dict[str, str], log: Path,
 
 
 def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         try:
             if value := condition():
@@ -74,7 +75,7 @@ def on_each_worker(port: int, workers: int,
     """``action`` run once on a connection to each of ``workers`` workers, by instance id."""
     done: dict[str, T] = {}
     for _ in range(ATTEMPTS_PER_WORKER * workers):
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=scaled(30))
         try:
             instance = instance_of(conn)
             if instance not in done:

@@ -18,6 +18,7 @@ import pytest
 import typer
 
 from cli.main import app
+from tests.deadlines import scaled
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = REPO_ROOT / "clients"
@@ -30,7 +31,7 @@ BUILT = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
 def build_wheel(source: Path, wheels: Path) -> None:
     """``pip wheel`` of ``source``, a copy (the build leaves build/ and egg-info in its source)."""
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(source), "-w",
-                    str(wheels)], check=True, capture_output=True, timeout=300)
+                    str(wheels)], check=True, capture_output=True, timeout=scaled(300))
 
 
 def client_wheel(tmp_path: Path) -> Path:
@@ -97,15 +98,15 @@ def test_the_installed_project_runs_envscaler_beside_the_installed_client(tmp_pa
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
                     "--target", str(site), *map(str, wheels)],
-                   check=True, capture_output=True, timeout=300)
+                   check=True, capture_output=True, timeout=scaled(300))
     env = {**os.environ, "PYTHONPATH": str(site)}  # before the checkout's editable installs
     where = subprocess.run(
         [sys.executable, "-c", "import cli, envscaler_client, server\n"
          "for module in (cli, envscaler_client, server): print(module.__file__)"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True)
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=scaled(60), check=True)
     assert all(Path(path).is_relative_to(site) for path in where.stdout.split())
     helped = subprocess.run([str(site / "bin" / "envscaler"), "--help"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=120, check=False)
+                            capture_output=True, text=True, timeout=scaled(120), check=False)
     assert helped.returncode == 0, helped.stderr
     assert "Usage: envscaler" in helped.stdout
     listed = {line.strip("│ ").split(" ")[0] for line in helped.stdout.splitlines()}
@@ -163,7 +164,8 @@ print(envscaler_client.__file__)
 
 def test_the_client_imports_and_runs_without_any_service_package(tmp_path: Path) -> None:
     command = [sys.executable, "-I", "-c", REFUSING_IMPORT, ",".join(SERVICE_PACKAGES)]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=scaled(60),
                             check=False)
     assert result.returncode == 0, result.stderr
     assert Path(result.stdout.strip()).is_relative_to(CLIENTS / "envscaler_client")

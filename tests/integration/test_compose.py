@@ -21,6 +21,7 @@ import redis
 from envformat.loader import load_env
 from server.embedded_redis import free_port
 from tests.conftest import REPO_ROOT, RUN_ID
+from tests.deadlines import scaled
 
 API_KEY = f"compose-{RUN_ID}"
 REDIS_PASSWORD = secrets.token_hex(16)
@@ -29,13 +30,13 @@ READY_TIMEOUT = 180.0
 
 def compose(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["docker-compose", "-p", f"envscaler-test-{RUN_ID}", *args], cwd=REPO_ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+                          env=env, capture_output=True, text=True, timeout=scaled(300))
 
 
 @pytest.fixture(scope="module")
 def stack(docker_client, sandbox_image: str) -> Iterator[tuple[str, Path]]:  # type: ignore[no-untyped-def]
     build = subprocess.run([str(REPO_ROOT / "scripts" / "build-gateway-image")], capture_output=True,
-                           text=True, timeout=600)
+                           text=True, timeout=scaled(600))
     assert build.returncode == 0, build.stderr[-3000:]
     socket_root = Path(f"/tmp/esc-{RUN_ID}")
     port = free_port()
@@ -58,7 +59,7 @@ def stack(docker_client, sandbox_image: str) -> Iterator[tuple[str, Path]]:  # t
 
 
 def wait_until_ready(client: httpx.Client) -> dict:
-    deadline = time.monotonic() + READY_TIMEOUT
+    deadline = time.monotonic() + scaled(READY_TIMEOUT)
     while time.monotonic() < deadline:
         try:
             answer = client.get("/readyz")
@@ -74,7 +75,8 @@ def wait_until_ready(client: httpx.Client) -> dict:
 def test_compose_stack_serves_a_session_end_to_end(stack: tuple[str, Path]) -> None:
     url, _ = stack
     scenario = load_env(REPO_ROOT / "generated_envs" / "library_loans").scenarios[0]
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30) as client:
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {API_KEY}"},
+                      timeout=scaled(30)) as client:
         ready = wait_until_ready(client)
         assert ready["isolation"] == "container"
         assert httpx.get(f"{url}/v1/envs").status_code == 401

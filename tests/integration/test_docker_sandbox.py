@@ -18,6 +18,7 @@ from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone
 from sandbox.pool import SandboxPool
 from sandbox.sandbox import Sandbox
 from tests.conftest import new_instance
+from tests.deadlines import scaled
 
 HOSTILE_ENV = '''
 import os, random, socket, time, uuid
@@ -110,44 +111,50 @@ async def pool(request: pytest.FixtureRequest, docker_config: SandboxConfig) -> 
 async def loaded(pool: SandboxPool, seed: int = 7) -> Sandbox:
     sandbox = await pool.claim("test")
     await sandbox.load(source=HOSTILE_ENV, class_name="Probe", tools=TOOLS, init_config={}, seed=seed,
-                       max_result_bytes=1 << 20, timeout=10)
+                       max_result_bytes=1 << 20, timeout=scaled(10))
     return sandbox
 
 
 async def test_runs_as_nobody_without_network(pool: SandboxPool) -> None:
     sandbox = await loaded(pool)
-    assert (await sandbox.call("identity", {}, timeout=5))["data"] == {"uid": 65534, "gid": 65534}
-    assert (await sandbox.call("interfaces", {}, timeout=5))["data"] == ["lo"]
-    routed = await sandbox.call("route_out", {}, timeout=5)
+    assert (await sandbox.call("identity", {}, timeout=scaled(5)))["data"] == {"uid": 65534,
+                                                                               "gid": 65534}
+    assert (await sandbox.call("interfaces", {}, timeout=scaled(5)))["data"] == ["lo"]
+    routed = await sandbox.call("route_out", {}, timeout=scaled(5))
     assert routed["success"] is False
     assert routed["error"] in {"Network is unreachable", "No route to host"}  # runc, gVisor
 
 
 async def test_root_filesystem_is_read_only(pool: SandboxPool) -> None:
     sandbox = await loaded(pool)
-    assert (await sandbox.call("write", {"path": "/opt/envscaler/x"}, timeout=5))["success"] is False
-    assert (await sandbox.call("write", {"path": "/etc/passwd"}, timeout=5))["success"] is False
-    assert (await sandbox.call("write", {"path": "/tmp/scratch"}, timeout=5))["success"] is True
+    assert (await sandbox.call("write", {"path": "/opt/envscaler/x"},
+                               timeout=scaled(5)))["success"] is False
+    assert (await sandbox.call("write", {"path": "/etc/passwd"},
+                               timeout=scaled(5)))["success"] is False
+    assert (await sandbox.call("write", {"path": "/tmp/scratch"},
+                               timeout=scaled(5)))["success"] is True
 
 
 async def test_fork_bomb_is_held_by_the_pid_limit(pool: SandboxPool) -> None:
     bystander = await loaded(pool)
     sandbox = await loaded(pool)
     if pool.config.sandbox_runtime is None:
-        result = await sandbox.call("fork_bomb", {}, timeout=30)
+        result = await sandbox.call("fork_bomb", {}, timeout=scaled(30))
         assert result["data"]["forked"] < pool.config.sandbox_pids
         assert result["data"]["error"] == "Resource temporarily unavailable"
-        assert (await sandbox.call("record", {"label": "after"}, timeout=5))["success"] is True
+        assert (await sandbox.call("record", {"label": "after"},
+                                   timeout=scaled(5)))["success"] is True
     else:  # gVisor's Sentry runs out of host threads under the same limit: its sandbox dies alone
         with pytest.raises(SandboxGone):
-            await sandbox.call("fork_bomb", {}, timeout=30)
-    assert (await bystander.call("record", {"label": "unharmed"}, timeout=5))["success"] is True
+            await sandbox.call("fork_bomb", {}, timeout=scaled(30))
+    assert (await bystander.call("record", {"label": "unharmed"},
+                                 timeout=scaled(5)))["success"] is True
 
 
 async def test_memory_bomb_is_killed_and_reported(pool: SandboxPool) -> None:
     sandbox = await loaded(pool)
     with pytest.raises(SandboxGone, match="out of memory"):
-        await sandbox.call("memory_bomb", {}, timeout=30)
+        await sandbox.call("memory_bomb", {}, timeout=scaled(30))
     assert sandbox.destroyed
 
 
@@ -155,26 +162,28 @@ async def test_endless_loop_hits_the_deadline_and_the_next_sandbox_is_unaffected
     bystander = await loaded(pool)
     runaway = await loaded(pool)
     with pytest.raises(CallTimeout):
-        await runaway.call("spin", {}, timeout=1)
+        await runaway.call("spin", {}, timeout=scaled(1))
     assert runaway.destroyed and not await pool.backend.is_running(runaway.handle)
-    assert (await bystander.call("record", {"label": "still here"}, timeout=5))["success"] is True
+    assert (await bystander.call("record", {"label": "still here"},
+                                 timeout=scaled(5)))["success"] is True
     fresh = await loaded(pool)
-    assert (await fresh.call("record", {"label": "new"}, timeout=5))["success"] is True
+    assert (await fresh.call("record", {"label": "new"}, timeout=scaled(5)))["success"] is True
 
 
 @pytest.mark.parametrize("name", ["_hidden", "__init__", "__class__", "counter", "events", "absent"])
 async def test_only_advertised_tools_are_callable(pool: SandboxPool, name: str) -> None:
     sandbox = await loaded(pool)
     with pytest.raises(RuntimeFault) as caught:
-        await sandbox.call(name, {}, timeout=5)
+        await sandbox.call(name, {}, timeout=scaled(5))
     assert caught.value.kind == "ToolNotFound"
 
 
 async def test_same_seed_and_calls_give_identical_bytes(pool: SandboxPool) -> None:
     async def run(seed: int) -> str:
         sandbox = await loaded(pool, seed)
-        results = [await sandbox.call("record", {"label": f"e{i}"}, timeout=5) for i in range(3)]
-        return json.dumps([results, await sandbox.state(timeout=5)], sort_keys=True)
+        results = [await sandbox.call("record", {"label": f"e{i}"},
+                                      timeout=scaled(5)) for i in range(3)]
+        return json.dumps([results, await sandbox.state(timeout=scaled(5))], sort_keys=True)
 
     first, second, other = await asyncio.gather(run(7), run(7), run(8))
     assert first == second
@@ -185,7 +194,7 @@ async def test_killed_container_is_noticed_on_the_next_call(pool: SandboxPool, d
     sandbox = await loaded(pool)
     docker_client.api.kill(sandbox.id)
     with pytest.raises(SandboxGone):
-        await sandbox.call("record", {"label": "x"}, timeout=5)
+        await sandbox.call("record", {"label": "x"}, timeout=scaled(5))
 
 
 async def test_warm_pool_fills_and_refills(docker_config: SandboxConfig, docker_client) -> None:  # type: ignore[no-untyped-def]

@@ -19,6 +19,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from server.settings import Settings
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import (
     COUNTER,
@@ -69,7 +70,7 @@ async def run_client(python: Path, script: Path, *args: str) -> dict[str, Any]:
     process = await asyncio.create_subprocess_exec(
         str(python), str(script), *args, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env={**os.environ, **OFFLINE})
-    stdout, stderr = await asyncio.wait_for(process.communicate(), 300)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), scaled(300))
     assert process.returncode == 0, stderr.decode()[-4000:]
     return json.loads(stdout)
 
@@ -135,7 +136,7 @@ async def test_openenv_task_api_json_rpc_and_websocket_refusals(
         gateway: GatewayProcess, admin: httpx.AsyncClient) -> None:
     base = f"{gateway.url}/openenv/{LIBRARY}"
     auth = {"Authorization": f"Bearer {API_KEY}"}
-    async with httpx.AsyncClient(base_url=base, headers=auth, timeout=60) as client:
+    async with httpx.AsyncClient(base_url=base, headers=auth, timeout=scaled(60)) as client:
         assert (await client.get("/health")).json() == {"status": "healthy"}
         assert (await client.get("/list_environments")).json() == [LIBRARY]
         assert [s["name"] for s in (await client.get(f"/{LIBRARY}/splits")).json()] == [
@@ -256,7 +257,7 @@ async def test_ors_clients_solve_a_scenario_and_get_bad_calls_back_as_errors(
 async def test_ors_refusals_resume_and_deployment_routing(
         gateway: GatewayProcess, admin: httpx.AsyncClient) -> None:
     key = {"X-API-Key": API_KEY}
-    async with httpx.AsyncClient(base_url=gateway.url, headers=key, timeout=60) as client:
+    async with httpx.AsyncClient(base_url=gateway.url, headers=key, timeout=scaled(60)) as client:
         assert (await client.get("/list_environments", headers={"X-API-Key": "wrong"})
                 ).status_code == 401
         assert LIBRARY in (await client.get("/list_environments")).json()

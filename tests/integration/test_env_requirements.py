@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sandbox.requirements_image import image_tag
 from tests.conftest import REPO_ROOT
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import running_gateway, sandbox_handle
 
@@ -116,7 +117,7 @@ async def test_an_environment_imports_its_pinned_requirement_and_one_without_it_
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     path = os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "clients")])
     return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True,
-                          cwd=REPO_ROOT, timeout=600,
+                          cwd=REPO_ROOT, timeout=scaled(600),
                           env={**os.environ, **(env or {}), "PYTHONPATH": path, "COLUMNS": "200"})
 
 

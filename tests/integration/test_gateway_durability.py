@@ -13,6 +13,7 @@ from envformat.loader import load_env
 from sandbox.backends import SandboxHandle, make_backend
 from sandbox.sandbox import Sandbox
 from tests.conftest import TEST_LABELS
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import (
     COUNTER,
@@ -262,7 +263,7 @@ async def test_gateway_restart_mid_session_keeps_state_by_replay(
         handle = sandbox_handle(redis_client, session_id)
         gateway.kill()
         if settings.sandbox_backend == "process":  # these die with their gateway; containers may not
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + scaled(5)
             while sandbox_alive(handle, Path(settings.socket_root)):
                 assert time.monotonic() < deadline, "the sandbox outlived its gateway"
                 await asyncio.sleep(0.05)
@@ -297,7 +298,7 @@ async def test_sandbox_that_ran_an_unrecorded_call_is_not_attached(make_settings
         stray = Sandbox(SandboxHandle.from_dict(handle),
                         make_backend(settings.sandbox_config(image=settings.sandbox_image or ""), "stray"))
         try:
-            await stray.call("increment", {"name": "a"}, timeout=5)  # runs, never recorded
+            await stray.call("increment", {"name": "a"}, timeout=scaled(5))  # runs, never recorded
         finally:
             stray.client.close()
         async with running_gateway(make_settings()) as (_, second):

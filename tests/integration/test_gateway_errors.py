@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from server.store import calls_key, live_key, session_key
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import (
     COUNTER,
@@ -343,7 +344,7 @@ async def test_idle_sessions_expire_410_but_stay_readable(make_settings, redis_c
         await client.post(url, json={"name": "increment", "arguments": {"name": "a", "by": 2}})
         before = (await client.get(f"/v1/sessions/{session_id}/state")).json()["state"]
         handle = sandbox_handle(redis_client, session_id)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while (await client.get(f"/v1/sessions/{session_id}")).json()["status"] != "expired":
             assert time.monotonic() < deadline, "the session never expired"
             await asyncio.sleep(0.1)

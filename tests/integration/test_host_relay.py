@@ -26,6 +26,7 @@ from sandbox.errors import SandboxGone
 from sandbox.remote.connection import HostConnection, HostUnreachable
 from sandbox.remote.registry import HOSTS_KEY, HostRegistry
 from sandbox.sandbox import Sandbox
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER_SOURCE, free_port, own_redis_db
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.hosts_fixtures import SECRET, HostProcess, remote_config
@@ -120,12 +121,12 @@ async def loaded_counter(backend: RemoteBackend) -> Sandbox:
     sandbox = Sandbox(await backend.create({"envscaler.session": "relayed"}), backend)
     await sandbox.load(source=COUNTER_SOURCE + f"\n# {MARKER}\n", class_name="CounterLab",
                        tools=["increment", "token"], init_config={}, seed=7,
-                       max_result_bytes=65536, timeout=10)
+                       max_result_bytes=65536, timeout=scaled(10))
     return sandbox
 
 
 async def live_again(backend: RemoteBackend) -> None:
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(scaled(30)):
         while not backend.live_hosts():
             await asyncio.sleep(0.1)
 
@@ -178,7 +179,7 @@ async def test_a_relay_on_the_hosts_own_address_reads_and_alters_nothing(
         try:
             async with gateway(relay_redis) as backend:
                 sandbox = await loaded_counter(backend)
-                assert (await sandbox.call("increment", {"name": MARKER}, timeout=5))[
+                assert (await sandbox.call("increment", {"name": MARKER}, timeout=scaled(5)))[
                     "data"]["value"] == 1
                 assert relay.frames_to_host > 3 and len(relay.to_gateway) > 0
                 for seen in (relay.to_host, relay.to_gateway):
@@ -187,13 +188,13 @@ async def test_a_relay_on_the_hosts_own_address_reads_and_alters_nothing(
 
                 relay.tamper = "flip"
                 with pytest.raises(SandboxGone):
-                    await sandbox.call("increment", {"name": "a"}, timeout=5, executed=1)
+                    await sandbox.call("increment", {"name": "a"}, timeout=scaled(5), executed=1)
 
                 await live_again(backend)  # the failure took the host out until it beats
                 sandbox = await loaded_counter(backend)  # a new connection
-                await sandbox.call("increment", {"name": "b"}, timeout=5)
+                await sandbox.call("increment", {"name": "b"}, timeout=scaled(5))
                 relay.tamper = "replay"
                 with pytest.raises(SandboxGone):
-                    await sandbox.call("increment", {"name": "b"}, timeout=5, executed=1)
+                    await sandbox.call("increment", {"name": "b"}, timeout=scaled(5), executed=1)
         finally:
             await relay.close()

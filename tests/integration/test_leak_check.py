@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tests import processes
 from tests.conftest import REPO_ROOT, RUN_ENV
+from tests.deadlines import scaled
 
 LEAKING_TESTS = """
 import subprocess
@@ -37,7 +38,7 @@ def test_a_leaking_test_and_a_leaking_run_fail_and_their_processes_are_killed(
              "-c", str(REPO_ROOT / "pyproject.toml"), f"--basetemp={tmp_path / 'inner'}",
              str(tmp_path / "test_leaks.py")],
             cwd=REPO_ROOT, env={**os.environ, RUN_ENV: inner_run}, capture_output=True, text=True,
-            timeout=120)
+            timeout=scaled(120))
         output = result.stdout + result.stderr
         assert result.returncode == 1, output
         assert re.search(r"the test left 1 processes running \(now killed\):\n"

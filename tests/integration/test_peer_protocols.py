@@ -22,6 +22,7 @@ from envscaler_client.adapters.nemo_gym import nemo_gym_rows
 from envscaler_client.rollout.reference import load_references
 
 from server.settings import Settings
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
     LIBRARY,
     REPO_ROOT,
@@ -66,7 +67,7 @@ def drive(venv: str, driver: str, spec: dict[str, Any], gateway: GatewayProcess,
     env = {**os.environ, "ENVSCALER_URL": gateway.url, "ENVSCALER_API_KEY": API_KEY}
     # On standard input: NeMo Gym reads its command line as Hydra overrides.
     done = subprocess.run([str(python), str(PEERS / driver)], input=json.dumps(spec), env=env,
-                          cwd=cwd, capture_output=True, text=True, timeout=DRIVER_TIMEOUT,
+                          cwd=cwd, capture_output=True, text=True, timeout=scaled(DRIVER_TIMEOUT),
                           check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -75,7 +76,7 @@ def drive(venv: str, driver: str, spec: dict[str, Any], gateway: GatewayProcess,
 def rest(gateway: GatewayProcess, path: str) -> Any:
     """A REST read with the API key."""
     answer = httpx.get(gateway.url + path, headers={"Authorization": f"Bearer {API_KEY}"},
-                       timeout=60)
+                       timeout=scaled(60))
     assert answer.status_code == 200, answer.text
     return answer.json()
 
@@ -99,7 +100,7 @@ def test_nemo_gym_agent_solves_a_scenario_on_the_door(gateway: GatewayProcess,
     exported = subprocess.run(
         [str(REPO_ROOT / ".venv" / "bin" / "envscaler"), "export", "nemo-gym", LIBRARY,
          "--out", str(rows_file), "--url", gateway.url, "--api-key", API_KEY],
-        capture_output=True, text=True, timeout=120, check=False)
+        capture_output=True, text=True, timeout=scaled(120), check=False)
     assert exported.returncode == 0, exported.stderr
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
     assert rows == nemo_gym_rows(LIBRARY, url=gateway.url, api_key=API_KEY)
@@ -227,7 +228,7 @@ def test_vf_validate_plays_the_reference_to_reward_one(gateway: GatewayProcess,
                "--rich", "false", "-o", str(tmp_path)]
     env = {**os.environ, "ENVSCALER_API_KEY": API_KEY}
     done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=DRIVER_TIMEOUT, check=False)
+                          timeout=scaled(DRIVER_TIMEOUT), check=False)
     assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
     [results] = tmp_path.glob("*/results.jsonl")
     [row] = [json.loads(line) for line in results.read_text().splitlines()]

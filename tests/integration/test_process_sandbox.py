@@ -28,6 +28,7 @@ from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone, SandboxUnavai
 from sandbox.sandbox import Sandbox
 from sandbox.socketroot import MARKER_NAME
 from tests.conftest import REPO_ROOT, TEST_LABELS, new_instance
+from tests.deadlines import scaled
 
 ENV_SOURCE = '''
 import datetime
@@ -105,7 +106,7 @@ async def open_sandbox(backend: ProcessBackend, *, seed: int = 1,
     sandbox = Sandbox(await backend.create(TEST_LABELS), backend)
     tools = await sandbox.load(source=ENV_SOURCE, class_name="Notebook", tools=TOOLS,
                                init_config=INIT_CONFIG if init_config is None else init_config,
-                               seed=seed, max_result_bytes=MAX_RESULT_BYTES, timeout=10)
+                               seed=seed, max_result_bytes=MAX_RESULT_BYTES, timeout=scaled(10))
     assert tools == TOOLS
     return sandbox
 
@@ -127,9 +128,9 @@ def alive(pid: int) -> bool:
 
 async def test_load_call_and_state(backend: ProcessBackend) -> None:
     sandbox = await open_sandbox(backend)
-    added = await sandbox.call("add_note", {"text": "hello", "tag": "greeting"}, timeout=5)
-    listed = await sandbox.call("list_notes", {}, timeout=5)
-    state = await sandbox.state(timeout=5)
+    added = await sandbox.call("add_note", {"text": "hello", "tag": "greeting"}, timeout=scaled(5))
+    listed = await sandbox.call("list_notes", {}, timeout=scaled(5))
+    state = await sandbox.state(timeout=scaled(5))
     assert added["success"] is True
     note_id = added["data"]["note_id"]
     assert added["data"]["created_at"] == "2025-01-01T09:00:01"  # 1 s per call from 09:00:00
@@ -143,8 +144,8 @@ async def test_load_call_and_state(backend: ProcessBackend) -> None:
 
 async def test_a_tool_exception_is_a_result_and_the_session_goes_on(backend: ProcessBackend) -> None:
     sandbox = await open_sandbox(backend)
-    error = await fault(sandbox.call("fail", {"reason": "disk on fire"}, timeout=5))
-    after = await sandbox.call("add_note", {"text": "still here"}, timeout=5)
+    error = await fault(sandbox.call("fail", {"reason": "disk on fire"}, timeout=scaled(5)))
+    after = await sandbox.call("add_note", {"text": "still here"}, timeout=scaled(5))
     assert error.kind == "ToolException"
     line = ENV_SOURCE.splitlines().index("        raise ValueError(reason)") + 1
     assert error.message == f"ValueError: disk on fire (env.py line {line}: raise ValueError(reason))"
@@ -153,14 +154,15 @@ async def test_a_tool_exception_is_a_result_and_the_session_goes_on(backend: Pro
 
 async def test_arguments_that_do_not_bind_never_run_the_tool(backend: ProcessBackend) -> None:
     sandbox = await open_sandbox(backend)
-    unexpected = await fault(sandbox.call("add_note", {"text": "x", "color": "red"}, timeout=5))
-    missing = await fault(sandbox.call("add_note", {"tag": "t"}, timeout=5))
+    unexpected = await fault(sandbox.call("add_note", {"text": "x", "color": "red"},
+                                          timeout=scaled(5)))
+    missing = await fault(sandbox.call("add_note", {"tag": "t"}, timeout=scaled(5)))
     assert (unexpected.kind, unexpected.message) == \
         ("ArgumentError", "add_note: got an unexpected keyword argument 'color'")
     assert (missing.kind, missing.message) == \
         ("ArgumentError", "add_note: missing a required argument: 'text'")
-    assert set((await sandbox.state(timeout=5))["notes"]) == {"n0"}
-    added = await sandbox.call("add_note", {"text": "ok"}, timeout=5)
+    assert set((await sandbox.state(timeout=scaled(5)))["notes"]) == {"n0"}
+    added = await sandbox.call("add_note", {"text": "ok"}, timeout=scaled(5))
     assert added["data"]["created_at"] == "2025-01-01T09:00:01"  # rejected calls left no trace
 
 
@@ -168,7 +170,7 @@ async def test_arguments_that_do_not_bind_never_run_the_tool(backend: ProcessBac
                                   "notes", "owner", "unlisted", "", "add_note.__globals__"])
 async def test_only_advertised_tools_are_callable(backend: ProcessBackend, name: str) -> None:
     sandbox = await open_sandbox(backend)
-    error = await fault(sandbox.call(name, {}, timeout=5))
+    error = await fault(sandbox.call(name, {}, timeout=scaled(5)))
     assert error.kind == "ToolNotFound"
     assert error.message == f"{name!r} is not a tool of Notebook"
 
@@ -190,10 +192,11 @@ async def test_load_errors_name_the_problem(backend: ProcessBackend, source: str
     sandbox = Sandbox(await backend.create(TEST_LABELS), backend)
     error = await fault(sandbox.load(source=source, class_name=class_name, tools=tools,
                                      init_config={}, seed=0, max_result_bytes=MAX_RESULT_BYTES,
-                                     timeout=10))
+                                     timeout=scaled(10)))
     assert error.kind == "LoadError"
     assert message in error.message
-    assert (await fault(sandbox.state(timeout=5))).kind == "NotLoaded"  # a failed load unloads
+    # a failed load unloads
+    assert (await fault(sandbox.state(timeout=scaled(5)))).kind == "NotLoaded"
 
 
 async def test_construction_follows_envscaler(backend: ProcessBackend) -> None:
@@ -204,17 +207,17 @@ async def test_construction_follows_envscaler(backend: ProcessBackend) -> None:
     for class_name, expected in (("NoArgs", {"made": True, "extra": [1]}),
                                  ("Keyword", {"flag": False, "extra": [1]})):
         await sandbox.load(source=source, class_name=class_name, tools=[], init_config={"extra": [1]},
-                           seed=0, max_result_bytes=MAX_RESULT_BYTES, timeout=10)
-        assert await sandbox.state(timeout=5) == expected
+                           seed=0, max_result_bytes=MAX_RESULT_BYTES, timeout=scaled(10))
+        assert await sandbox.state(timeout=scaled(5)) == expected
 
 
 async def run_script(sandbox: Sandbox) -> list[str]:
     """A fixed sequence of operations; every reply as the exact JSON text the runtime sent."""
     replies = []
     for text in ("first", "second", "third"):
-        replies.append(await sandbox.call("add_note", {"text": text}, timeout=5))
-    replies.append(await sandbox.call("list_notes", {}, timeout=5))
-    replies.append(await sandbox.state(timeout=5))
+        replies.append(await sandbox.call("add_note", {"text": text}, timeout=scaled(5)))
+    replies.append(await sandbox.call("list_notes", {}, timeout=scaled(5)))
+    replies.append(await sandbox.state(timeout=scaled(5)))
     return [json.dumps(reply, separators=(",", ":"), ensure_ascii=False) for reply in replies]
 
 
@@ -222,7 +225,7 @@ async def test_same_seed_and_calls_give_identical_bytes(backend: ProcessBackend)
     first, second = await open_sandbox(backend, seed=11), await open_sandbox(backend, seed=11)
     # a ping and a snapshot in between must not disturb the clock or the generators
     await second.ping()
-    await second.snapshot(timeout=5)
+    await second.snapshot(timeout=scaled(5))
     script = await run_script(first)
     assert script == await run_script(second)
     other = [json.loads(reply) for reply in await run_script(await open_sandbox(backend, seed=12))]
@@ -234,30 +237,30 @@ async def test_same_seed_and_calls_give_identical_bytes(backend: ProcessBackend)
 
 async def test_reset_restores_the_initial_state_and_replays_identically(backend: ProcessBackend) -> None:
     sandbox = await open_sandbox(backend, seed=5)
-    initial = await sandbox.state(timeout=5)
+    initial = await sandbox.state(timeout=scaled(5))
     script = await run_script(sandbox)
-    assert await sandbox.state(timeout=5) != initial
-    assert await sandbox.reset(init_config=INIT_CONFIG, seed=5, timeout=10) == TOOLS
-    assert await sandbox.state(timeout=5) == initial
+    assert await sandbox.state(timeout=scaled(5)) != initial
+    assert await sandbox.reset(init_config=INIT_CONFIG, seed=5, timeout=scaled(10)) == TOOLS
+    assert await sandbox.state(timeout=scaled(5)) == initial
     assert await run_script(sandbox) == script
 
 
 async def test_reset_with_a_new_init_config(backend: ProcessBackend) -> None:
     sandbox = await open_sandbox(backend)
-    await sandbox.call("add_note", {"text": "temporary"}, timeout=5)
+    await sandbox.call("add_note", {"text": "temporary"}, timeout=scaled(5))
     new_config = {"owner": "grace", "extra": {"k": 1}}
-    await sandbox.reset(init_config=new_config, seed=1, timeout=10)
-    state = await sandbox.state(timeout=5)
+    await sandbox.reset(init_config=new_config, seed=1, timeout=scaled(10))
+    state = await sandbox.state(timeout=scaled(5))
     assert state == {"notes": {}, "owner": "grace", "init_config": new_config, "extra": {"k": 1}}
 
 
 async def test_results_over_the_cap_are_refused_and_the_session_goes_on(backend: ProcessBackend) -> None:
     sandbox = await open_sandbox(backend)
-    error = await fault(sandbox.call("huge", {"size": 200_000}, timeout=5))
+    error = await fault(sandbox.call("huge", {"size": 200_000}, timeout=scaled(5)))
     assert error.kind == "ResultTooLarge"
     assert error.message == ("huge returned 200002 bytes of JSON; the limit is "
                              f"{MAX_RESULT_BYTES} bytes")
-    assert await sandbox.call("huge", {"size": 3}, timeout=5) == "xxx"
+    assert await sandbox.call("huge", {"size": 3}, timeout=scaled(5)) == "xxx"
 
 
 def verdict(passed: bool, error: str | None, exhausted: str | None) -> dict[str, Any]:
@@ -270,7 +273,7 @@ async def test_checks_judged_by_a_checker_on_the_snapshot(backend: ProcessBacken
     sandbox = await open_sandbox(backend)
     checkers = CheckerPool(backend, size=1, max_waiting=4, wait_timeout=10)
     await checkers.start()
-    await sandbox.call("add_note", {"text": "hello"}, timeout=5)
+    await sandbox.call("add_note", {"text": "hello"}, timeout=scaled(5))
     checks = [
         ("def check_func(final_state):\n    return any(n['text'] == 'hello' "
          "for n in final_state['notes'].values())"),
@@ -287,7 +290,7 @@ async def test_checks_judged_by_a_checker_on_the_snapshot(backend: ProcessBacken
         ("import os\ndef check_func(final_state):\n"
          "    os.write(3, b'x' * 200000)\n    return True"),  # fd 3: the child's verdict pipe
     ]
-    snapshot = await sandbox.snapshot(timeout=5)
+    snapshot = await sandbox.snapshot(timeout=scaled(5))
     verdicts = await checkers.check(checks, snapshot,
                                     CheckBudget(cpu_seconds=1, memory_bytes=64 << 20))
     await checkers.close()
@@ -303,7 +306,8 @@ async def test_checks_judged_by_a_checker_on_the_snapshot(backend: ProcessBacken
         (False, "SystemExit: 0", None),
         (False, "check wrote more than 65536 bytes of verdict", None),
     ]]
-    assert set((await sandbox.state(timeout=5))["notes"]) != set()  # checks never touch the state
+    # checks never touch the state
+    assert set((await sandbox.state(timeout=scaled(5)))["notes"]) != set()
 
 
 async def test_an_endless_call_times_out_and_recycles_the_sandbox(backend: ProcessBackend) -> None:
@@ -312,14 +316,15 @@ async def test_an_endless_call_times_out_and_recycles_the_sandbox(backend: Proce
     directory = backend.directory(sandbox.handle)
     started = time.monotonic()
     with pytest.raises(CallTimeout):
-        await sandbox.call("spin", {}, timeout=1)
+        await sandbox.call("spin", {}, timeout=scaled(1))
     assert time.monotonic() - started < 3
     assert not alive(pid)
     assert not directory.exists()
     assert not await backend.is_running(sandbox.handle)
     assert await backend.list_own() == []
     replacement = await open_sandbox(backend)
-    assert (await replacement.call("add_note", {"text": "fresh"}, timeout=5))["success"] is True
+    assert (await replacement.call("add_note", {"text": "fresh"},
+                                   timeout=scaled(5)))["success"] is True
 
 
 async def test_ping_answers_while_a_call_runs(backend: ProcessBackend) -> None:
@@ -329,7 +334,7 @@ async def test_ping_answers_while_a_call_runs(backend: ProcessBackend) -> None:
     spinning = asyncio.create_task(busy.request({"op": "call", "name": "spin", "arguments": {}}))
     await asyncio.sleep(0.3)
     started = time.monotonic()
-    reply = await asyncio.wait_for(probe.request({"op": "ping"}), 2)
+    reply = await asyncio.wait_for(probe.request({"op": "ping"}), scaled(2))
     assert time.monotonic() - started < 0.5
     assert reply["loaded"] is True
     assert not spinning.done()
@@ -399,7 +404,7 @@ async def test_runtimes_die_with_their_gateway_and_orphans_are_reaped(backend: P
     gateway.send_signal(signal.SIGKILL)
     gateway.wait()
     gateway.stdout.close()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + scaled(5)
     while alive(runtime_pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert not alive(runtime_pid)  # PR_SET_PDEATHSIG

@@ -22,6 +22,7 @@ import redis as redis_sync
 
 from sandbox.remote.registry import HOSTS_KEY
 from tests.conftest import REPO_ROOT, SOCKET_ROOT
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
     COUNTER,
     LIBRARY,
@@ -132,7 +133,7 @@ def test_serve_ray_runs_gateways_over_the_clusters_hosts(cluster: Cluster, redis
             cwd=REPO_ROOT, env=env, stdout=output, stderr=output)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + scaled(90)
         while not _ready(url):
             assert serve.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.2)
@@ -147,14 +148,14 @@ def test_serve_ray_runs_gateways_over_the_clusters_hosts(cluster: Cluster, redis
         assert httpx.post(f"{url}/v1/sessions/{sid}/validate").json()["reward"] == 1.0
     finally:
         serve.send_signal(signal.SIGTERM)
-        serve.wait(60)
+        serve.wait(scaled(60))
         _remove_node_roots()
     assert redis_sync.Redis.from_url(hosts_redis).hlen(HOSTS_KEY) == 0  # each host withdrew
 
 
 def _ready(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+        return httpx.get(f"{url}/readyz", timeout=scaled(1)).status_code == 200
     except httpx.HTTPError:
         return False
 

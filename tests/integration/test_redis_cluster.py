@@ -16,6 +16,7 @@ from sandbox.config import ClusterAuth
 from sandbox.sandbox import Sandbox
 from server.settings import Settings
 from server.store import LIVE_KEYS, call_ids_key, calls_key, live_key, lock_key, session_key
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER, running_gateway
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.hosts_fixtures import SECRET, host_in_process
@@ -83,7 +84,7 @@ async def test_hosts_register_on_a_redis_cluster(cluster: LocalRedisCluster) -> 
             assert handle.instance == host.id
             sandbox = Sandbox(handle, backend)
             await load_counter(sandbox)
-            assert (await sandbox.call("increment", {"name": "r"}, timeout=5))["data"][
+            assert (await sandbox.call("increment", {"name": "r"}, timeout=scaled(5)))["data"][
                 "value"] == 1
             await sandbox.destroy()
         finally:

@@ -18,6 +18,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from server.embedded_redis import EmbeddedRedis
 from server.redis_scripts import ScriptClient
+from tests.deadlines import scaled
 
 pytestmark = pytest.mark.redis
 
@@ -36,7 +37,7 @@ async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
 
 
 async def test_replies_match_redis_py(redis_url: str, redis_client: aioredis.Redis) -> None:
-    fast = ScriptClient.for_url(redis_url, timeout=3, connect_timeout=3)
+    fast = ScriptClient.for_url(redis_url, timeout=scaled(3), connect_timeout=3)
     assert fast is not None
     await redis_client.delete("rs:lock", "rs:hash")
     await redis_client.hset("rs:hash", mapping={"a": "1", "é": "ü"})
@@ -56,7 +57,7 @@ async def test_replies_match_redis_py(redis_url: str, redis_client: aioredis.Red
 
 
 async def test_many_commands_in_flight_keep_their_replies(redis_url: str) -> None:
-    fast = ScriptClient.for_url(redis_url, timeout=3, connect_timeout=3)
+    fast = ScriptClient.for_url(redis_url, timeout=scaled(3), connect_timeout=3)
     assert fast is not None
     script = aioredis.Redis().register_script("return ARGV[1]")
     try:
@@ -68,7 +69,7 @@ async def test_many_commands_in_flight_keep_their_replies(redis_url: str) -> Non
 
 async def test_a_forgotten_script_is_sent_again(redis_url: str,
                                                 redis_client: aioredis.Redis) -> None:
-    fast = ScriptClient.for_url(redis_url, timeout=3, connect_timeout=3)
+    fast = ScriptClient.for_url(redis_url, timeout=scaled(3), connect_timeout=3)
     assert fast is not None
     script = redis_client.register_script("return 'fresh-' .. ARGV[1]")
     try:
@@ -152,7 +153,7 @@ async def test_url_options(tmp_path: Path) -> None:
     server = EmbeddedRedis(tmp_path / "r", persistent=False).start()
     try:
         url = f"redis://:{server.password}@127.0.0.1:{server.port}/3"
-        fast = ScriptClient.for_url(url, timeout=3, connect_timeout=3)
+        fast = ScriptClient.for_url(url, timeout=scaled(3), connect_timeout=3)
         assert fast is not None
         check = aioredis.Redis.from_url(url, decode_responses=True)
         await check.set("in-db-3", "yes")

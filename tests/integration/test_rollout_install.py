@@ -10,6 +10,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+from tests.deadlines import scaled
+
 CLIENTS = Path(__file__).resolve().parents[2] / "clients"
 
 
@@ -18,7 +20,7 @@ def test_the_client_wheel_carries_the_rollout_and_no_new_dependency(tmp_path: Pa
     shutil.copytree(CLIENTS, source, ignore=shutil.ignore_patterns("build", "*.egg-info",
                                                                    "__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(source), "-w",
-                    str(tmp_path / "wheels")], check=True, capture_output=True, timeout=300)
+                    str(tmp_path / "wheels")], check=True, capture_output=True, timeout=scaled(300))
     [wheel] = (tmp_path / "wheels").glob("envscaler_client-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())

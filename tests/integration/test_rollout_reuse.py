@@ -28,6 +28,7 @@ from envscaler_client.rollout import (
 )
 from typer.testing import CliRunner
 
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER, LIBRARY
 from tests.integration.live_gateway import *  # the fixtures: catalogue_root, live_gateway
 from tests.integration.live_gateway import LiveGateway
@@ -204,7 +205,7 @@ async def test_cancelling_a_run_closes_the_held_sessions(live_gateway: LiveGatew
         created = spy_on_sessions(client)
         run = asyncio.create_task(run_rollouts(client, specs, lambda spec: policy,
                                                concurrency=2))
-        await asyncio.wait_for(stuck.wait(), 60)
+        await asyncio.wait_for(stuck.wait(), scaled(60))
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run

@@ -23,6 +23,7 @@ from sandbox.remote import wire
 from sandbox.remote.host import HandshakeLimits, SandboxHost
 from sandbox.remote.registry import FORGET_AFTER, HOSTS_KEY, HostInfo, HostRegistry
 from sandbox.sandbox import Sandbox
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER_SOURCE, own_redis_db
 from tests.integration.hosts_fixtures import SECRET, host_in_process, remote_config
 
@@ -44,7 +45,7 @@ async def started(redis_url: str, auth: ClusterAuth) -> RemoteBackend:
 async def load_counter(sandbox: Sandbox) -> None:
     await sandbox.load(source=COUNTER_SOURCE, class_name="CounterLab",
                        tools=["increment", "token"], init_config={}, seed=7,
-                       max_result_bytes=65536, timeout=10)
+                       max_result_bytes=65536, timeout=scaled(10))
 
 
 @pytest.fixture
@@ -61,12 +62,13 @@ async def test_a_gateway_runs_a_sandbox_of_a_host_over_tcp(hosts_redis: str,
         assert handle.instance == host.id  # the handle names the host that holds it
         sandbox = Sandbox(handle, backend)
         await load_counter(sandbox)
-        first = await sandbox.call("increment", {"name": "x"}, timeout=5)
-        second = await sandbox.call("increment", {"name": "x", "by": 2}, timeout=5, executed=1)
+        first = await sandbox.call("increment", {"name": "x"}, timeout=scaled(5))
+        second = await sandbox.call("increment", {"name": "x", "by": 2}, timeout=scaled(5),
+                                    executed=1)
         assert first["data"]["value"] == 1 and second["data"]["value"] == 3
-        assert (await sandbox.state(timeout=5))["counters"] == {"x": 3}
+        assert (await sandbox.state(timeout=scaled(5)))["counters"] == {"x": 3}
         with pytest.raises(RuntimeFault) as fault:
-            await sandbox.call("increment", {"name": "x"}, timeout=5, executed=5)
+            await sandbox.call("increment", {"name": "x"}, timeout=scaled(5), executed=5)
         assert fault.value.kind == "Diverged"
         assert await backend.verify(handle)
         await sandbox.destroy()
@@ -135,7 +137,7 @@ async def test_tls_between_gateway_and_host(hosts_redis: str, tmp_path: Path) ->
         try:
             sandbox = Sandbox(await backend.create({"envscaler.session": "s4"}), backend)
             await load_counter(sandbox)
-            assert (await sandbox.call("increment", {"name": "t"}, timeout=5))["data"] == {
+            assert (await sandbox.call("increment", {"name": "t"}, timeout=scaled(5)))["data"] == {
                 "name": "t", "before": 0, "value": 1}
             await sandbox.destroy()
         finally:
@@ -177,7 +179,7 @@ async def closed_by_the_host(reader: asyncio.StreamReader) -> bool:
     """Whether the host closed the connection (within a bound far above the handshake's
     timeout: before this fix a silent connection was held for a minute)."""
     try:
-        return await asyncio.wait_for(reader.read(1), timeout=30) == b""
+        return await asyncio.wait_for(reader.read(1), timeout=scaled(30)) == b""
     except ConnectionResetError:
         return True
 
@@ -188,11 +190,11 @@ async def test_connections_that_never_handshake_are_capped_and_timed_out(
     one at once, and each is closed after ``timeout``; then a gateway is served again."""
     cert, key = make_certificate(tmp_path)
     host_auth = ClusterAuth(SECRET.encode(), tls_cert=cert, tls_key=key)
-    limits = HandshakeLimits(timeout=1.0, pending=3)
+    limits = HandshakeLimits(timeout=scaled(1.0), pending=3)
     async with host_in_process(hosts_redis, "slow", host_auth, limits=limits) as host:
         address, port = wire.split_address(host.address.advertise)
         idle = [await asyncio.open_connection(address, port) for _ in range(limits.pending)]
-        async with asyncio.timeout(30):  # each counted as handshaking (before TLS, too)
+        async with asyncio.timeout(scaled(30)):  # each counted as handshaking (before TLS, too)
             while host._handshaking < limits.pending:
                 await asyncio.sleep(0.01)
         reader, writer = await asyncio.open_connection(address, port)  # one too many

@@ -24,6 +24,7 @@ import pytest
 
 from server.embedded_redis import free_port
 from tests import processes
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER, catalogue_root  # noqa: F401 - a fixture
 from tests.integration.serve_helpers import (all_ready, instance_of, on_each_worker, request,
                                              serve, serve_env, wait_for, workers_of)
@@ -73,7 +74,7 @@ def start(socket_root: Path, catalogue_root: Path,  # noqa: F811
     yield run
     for gateway in started:
         processes.kill(gateway.ours())
-        gateway.process.wait(10)
+        gateway.process.wait(scaled(10))
 
 
 def _session(conn: http.client.HTTPConnection) -> str:
@@ -143,7 +144,7 @@ def test_a_second_gateway_on_the_same_state_directory_is_refused(start: Start) -
     first = start(1)
     _serving(first, 1)
     second = start(1, state_dir=str(first.state_dir))
-    assert second.process.wait(60) == 1
+    assert second.process.wait(scaled(60)) == 1
     assert f"{first.state_dir / 'redis'} is in use by the Redis of another gateway" in " ".join(
         second.log.read_text().split())
     assert len([p for p in first.ours() if "redis-server" in p.cmdline]) == 1

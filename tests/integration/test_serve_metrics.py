@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from server.embedded_redis import free_port
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER, catalogue_root  # noqa: F401 - a fixture
 from tests.integration.serve_helpers import (all_ready, instance_of, metric, on_each_worker,
                                              request, serve, serve_env, wait_for, workers_of)
@@ -40,7 +41,7 @@ def gateway(redis_url: str, socket_root: Path, catalogue_root: Path,  # noqa: F8
         yield port, process
     finally:
         process.send_signal(signal.SIGTERM)
-        process.wait(60)
+        process.wait(scaled(60))
 
 
 def _episodes(conn: http.client.HTTPConnection) -> int:

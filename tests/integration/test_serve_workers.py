@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from server.embedded_redis import free_port
+from tests.deadlines import scaled
 from tests.integration.serve_helpers import serve, serve_env, wait_for, workers_of
 
 WORKERS = 2
@@ -39,7 +40,8 @@ def _healthz_on(sock: socket.socket) -> str:
 
 def _instances_of(port: int, count: int) -> Counter[str]:
     """Open ``count`` connections at once, then ask each which worker holds it."""
-    socks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(count)]
+    socks = [socket.create_connection(("127.0.0.1", port),
+                                      timeout=scaled(10)) for _ in range(count)]
     try:
         return Counter(_healthz_on(sock) for sock in socks)
     finally:
@@ -57,7 +59,7 @@ def gateway(redis_url: str, socket_root: Path, tmp_path: Path) -> Iterator[Serve
     finally:
         if process.poll() is None:
             process.kill()
-            process.wait(10)
+            process.wait(scaled(10))
 
 
 def test_connections_opened_at_once_are_spread_over_the_workers(gateway: Served) -> None:
@@ -80,7 +82,7 @@ def test_a_worker_that_dies_is_replaced_and_sigterm_stops_all(gateway: Served) -
     assert process.poll() is None
     workers = workers_of(process.pid)
     process.send_signal(signal.SIGTERM)
-    assert process.wait(40) == 0
+    assert process.wait(scaled(40)) == 0
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
 
 
@@ -91,5 +93,5 @@ def test_a_port_taken_by_another_program_is_a_clear_error(redis_url: str, socket
         taken.listen()
         port = taken.getsockname()[1]
         process = serve(port, _env(redis_url, socket_root), tmp_path / "gateway.log", WORKERS)
-        assert process.wait(60) == 1
+        assert process.wait(scaled(60)) == 1
     assert f"cannot listen on 127.0.0.1:{port}" in (tmp_path / "gateway.log").read_text()

@@ -19,6 +19,7 @@ import docker
 import httpx
 
 from server.embedded_redis import EmbeddedRedis
+from tests.deadlines import scaled
 
 RETRYABLE = {429, 500, 502, 503}
 DOCKERD_LOG = Path(os.environ.get("ENVSCALER_DOCKERD_LOG", "/var/log/envscaler-dockerd.log"))
@@ -83,7 +84,7 @@ class Retrier:
 
     async def call(self, session_id: str, name: str, arguments: dict[str, Any],
                    call_id: str, start: int = 0) -> dict[str, Any]:
-        give_up = time.monotonic() + self.deadline
+        give_up = time.monotonic() + scaled(self.deadline)
         which = start
         while True:
             client = self.clients[which % len(self.clients)]
@@ -146,7 +147,7 @@ def audit_counter(trajectory: list[dict[str, Any]], name: str, start: int = 0) -
 
 
 def engine() -> docker.DockerClient:
-    return docker.from_env(timeout=60)
+    return docker.from_env(timeout=scaled(60))
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ def dockerd_pid() -> int | None:
 
 
 def docker_answers() -> bool:
-    return subprocess.run(["docker", "info"], capture_output=True, timeout=30,
+    return subprocess.run(["docker", "info"], capture_output=True, timeout=scaled(30),
                           check=False).returncode == 0
 
 
@@ -191,7 +192,7 @@ def stop_dockerd(timeout: float = 60.0) -> None:
     pid = dockerd_pid()
     assert pid is not None, "no dockerd runs (/var/run/docker.pid)"
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
@@ -209,7 +210,7 @@ def start_dockerd(timeout: float = 60.0) -> None:
     with open(DOCKERD_LOG, "ab") as log:
         subprocess.Popen(["dockerd"], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                          start_new_session=True)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         if docker_answers():
             return

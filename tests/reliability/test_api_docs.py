@@ -18,6 +18,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from server.web.apidocs import DOCS_CONTENT_SECURITY_POLICY
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import GatewayProcess
 from tests.reliability.test_web_page import WAIT, browser, console_problems, web_gateway
 
@@ -37,7 +38,7 @@ def gateway(make_settings: Callable[..., Any], tmp_path: Path) -> Iterator[Gatew
 
 def test_the_pages_name_only_the_gateway_s_own_files_served_under_the_csp(
         gateway: GatewayProcess) -> None:
-    with httpx.Client(base_url=gateway.url, timeout=30) as client:
+    with httpx.Client(base_url=gateway.url, timeout=scaled(30)) as client:
         for page in ("/docs", "/redoc"):
             answer = client.get(page)
             assert answer.status_code == 200, answer.text

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from server.settings import Settings
 from server.store import LIVE_KEYS
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
     LIBRARY,
     GatewayProcess,
@@ -60,7 +61,7 @@ def assert_refused(response: httpx.Response, statuses: set[int]) -> dict[str, An
 
 
 def test_oversized_bodies_are_refused_with_413(gateway: GatewayProcess) -> None:
-    with httpx.Client(base_url=gateway.url, timeout=30) as client:
+    with httpx.Client(base_url=gateway.url, timeout=scaled(30)) as client:
         # A session's start is bounded by the state limit (its body by that and an envelope).
         big = {"env": "counter_lab", "init_config": {"pad": "x" * (LIMIT + 1)}}
         error = assert_refused(client.post("/v1/sessions", json=big), {413})
@@ -91,7 +92,7 @@ def test_oversized_bodies_are_refused_with_413(gateway: GatewayProcess) -> None:
         assert answer.status_code == 200 and answer.json()["index"] == 0  # nothing else recorded
 
     # A huge declared length is refused before any of the body is read.
-    with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=scaled(10)) as sock:
         sock.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
                      b"application/json\r\nContent-Length: 68719476736\r\n\r\n{")
         head = sock.recv(65536).decode()
@@ -122,7 +123,7 @@ def raw_request(port: int, method: str, path: str, body: bytes = b"") -> tuple[i
     path = quote(path, safe="".join(chr(c) for c in range(33, 127)))
     head = (f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=scaled(10)) as sock:
         sock.sendall(head.encode("utf-8", "surrogateescape") + body)
         data = b""
         while chunk := sock.recv(65536):
@@ -162,7 +163,7 @@ def test_ids_with_path_tricks_are_refused_and_touch_no_other_keys(
     url = gateway.env["ENVSCALER_REDIS_URL"]
     monitor = Monitor(url)
     monitor.start()
-    assert monitor.ready.wait(10)
+    assert monitor.ready.wait(scaled(10))
     for trick in TRICKS:
         for method, route in ROUTES:
             body = b'{"name": "increment", "arguments": {}}' if route.endswith("calls") else b""
@@ -173,7 +174,7 @@ def test_ids_with_path_tricks_are_refused_and_touch_no_other_keys(
                 error = json.loads(text)["error"]
                 assert error["type"] in {"UnknownSession", "UnknownEnv", "NotFound",
                                          "InvalidRequest", "MethodNotAllowed"}, error
-    with httpx.Client(base_url=gateway.url, timeout=30) as client:
+    with httpx.Client(base_url=gateway.url, timeout=scaled(30)) as client:
         for body in [{"env": "../counter_lab"}, {"env": "counter_lab/../library_loans"},
                      {"env": "counter_lab", "scenario": "../../etc/passwd"},
                      {"env": "counter_lab", "scenario": "counter-1/../counter-2"},
@@ -210,7 +211,7 @@ def targets(gateway: GatewayProcess) -> dict[str, tuple[str, list[str], dict[str
     found = {}
     for env, scenario in [(LIBRARY, "library_loans-001"), ("counter_lab", "counter-1")]:
         created = httpx.post(gateway.url + "/v1/sessions", json={"env": env, "scenario": scenario},
-                             timeout=30)
+                             timeout=scaled(30))
         assert created.status_code == 201, created.text
         tools = created.json()["tools"]
         params = {t["function"]["name"]: t["function"]["parameters"].get("properties", {})
@@ -265,7 +266,7 @@ def tool_calls(draw, targets):  # type: ignore[no-untyped-def]
 
 
 def test_arbitrary_tool_arguments_never_cause_a_server_error(gateway, targets) -> None:  # type: ignore[no-untyped-def]
-    client = httpx.Client(base_url=gateway.url, timeout=30,
+    client = httpx.Client(base_url=gateway.url, timeout=scaled(30),
                           headers={"content-type": "application/json"})
     seen: dict[int, int] = {}
 
@@ -288,17 +289,18 @@ def test_arbitrary_tool_arguments_never_cause_a_server_error(gateway, targets) -
         client.close()
     assert seen.get(200, 0) > 10 and seen.get(422, 0) > 10, seen
     for session_id, _, _ in targets.values():
-        trajectory = httpx.get(f"{gateway.url}/v1/sessions/{session_id}/trajectory", timeout=30)
+        trajectory = httpx.get(f"{gateway.url}/v1/sessions/{session_id}/trajectory",
+                               timeout=scaled(30))
         assert trajectory.status_code == 200, trajectory.text
         entries = trajectory.json()["entries"]
         assert [e["index"] for e in entries] == list(range(len(entries)))
         assert httpx.get(f"{gateway.url}/v1/sessions/{session_id}/state",
-                         timeout=30).status_code == 200
+                         timeout=scaled(30)).status_code == 200
 
 
 def test_init_configs_that_are_not_strict_json_are_refused(gateway: GatewayProcess) -> None:
     """NaN, Infinity and lone surrogates parse in Python but can be neither stored nor sent."""
-    with httpx.Client(base_url=gateway.url, timeout=30,
+    with httpx.Client(base_url=gateway.url, timeout=scaled(30),
                       headers={"content-type": "application/json"}) as client:
         session = client.post("/v1/sessions", json={"env": "counter_lab", "scenario": "counter-1"})
         reset_url = f"/v1/sessions/{session.json()['session_id']}/reset"

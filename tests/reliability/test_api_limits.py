@@ -22,6 +22,7 @@ from websockets.sync.client import connect as ws_connect
 
 from server.settings import Settings
 from server.store import LIVE_KEYS, calls_key, live_key, lock_key, session_key
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
     COUNTER,
     GatewayProcess,
@@ -98,7 +99,7 @@ def call_body(arguments: Any) -> bytes:
 def test_json_past_its_limits_is_refused_and_the_session_goes_on(
     gateway: GatewayProcess,
 ) -> None:
-    with httpx.Client(base_url=gateway.url, timeout=60, headers=JSON) as client:
+    with httpx.Client(base_url=gateway.url, timeout=scaled(60), headers=JSON) as client:
         session_id = create(client)
         calls = f"/v1/sessions/{session_id}/calls"
         deep = b'{"name": "increment", "arguments": {"name": ' + nested(500) + b"}}"
@@ -130,7 +131,7 @@ def test_json_past_its_limits_is_refused_and_the_session_goes_on(
             assert error.get("field") == field and limit in error["message"], (path, error)
 
         # Refused before reading: a call declaring a body past its limit gets its answer at once.
-        with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
+        with socket.create_connection(("127.0.0.1", gateway.port), timeout=scaled(10)) as sock:
             sock.sendall(f"POST {calls} HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
                          "application/json\r\nContent-Length: 4000000\r\n\r\n{".encode())
             answer = b""
@@ -159,7 +160,7 @@ def test_json_past_its_limits_is_refused_and_the_session_goes_on(
 
 def test_quotas_bound_each_session_and_no_other(gateway: GatewayProcess) -> None:
     redis = redis_sync.Redis.from_url(gateway.env["ENVSCALER_REDIS_URL"])
-    with httpx.Client(base_url=gateway.url, timeout=60, headers=JSON) as client:
+    with httpx.Client(base_url=gateway.url, timeout=scaled(60), headers=JSON) as client:
         def run(session_id: str, name: str, arguments: dict[str, Any]) -> httpx.Response:
             return client.post(f"/v1/sessions/{session_id}/calls",
                                json={"name": name, "arguments": arguments})
@@ -207,7 +208,7 @@ def test_a_session_serves_a_whole_training_run(gateway: GatewayProcess) -> None:
     the episodes before the one it ends, so what Redis keeps stays two episodes long."""
     redis = redis_sync.Redis.from_url(gateway.env["ENVSCALER_REDIS_URL"])
     per_episode, episodes = SESSION_CALLS - 5, 6
-    with httpx.Client(base_url=gateway.url, timeout=60, headers=JSON) as client:
+    with httpx.Client(base_url=gateway.url, timeout=scaled(60), headers=JSON) as client:
         session_id = create(client)
         for _ in range(episodes):
             for _ in range(per_episode):
@@ -237,7 +238,7 @@ def test_a_forged_agent_token_takes_no_lock_and_touches_nothing(
     redis = redis_sync.Redis.from_url(keyed_gateway.env["ENVSCALER_REDIS_URL"])
 
     async def scenario() -> None:
-        admin = httpx.AsyncClient(base_url=keyed_gateway.url, timeout=60,
+        admin = httpx.AsyncClient(base_url=keyed_gateway.url, timeout=scaled(60),
                                   headers={"Authorization": f"Bearer {ADMIN}"})
         created = await admin.post("/v1/sessions", json={"env": COUNTER, "scenario": "counter-1"})
         assert created.status_code == 201, created.text
@@ -283,7 +284,7 @@ def test_without_api_keys_only_local_hosts_and_json_bodies_are_served(
     redis = redis_sync.Redis.from_url(gateway.env["ENVSCALER_REDIS_URL"])
     live = sum(redis.zcard(key) for key in LIVE_KEYS)
     port = gateway.port
-    with httpx.Client(base_url=gateway.url, timeout=60) as client:
+    with httpx.Client(base_url=gateway.url, timeout=scaled(60)) as client:
         for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.nip.io:{port}", ""):
             error = refused(client.get("/healthz", headers={"Host": host}), 421,
                             "MisdirectedRequest")
@@ -323,14 +324,14 @@ def test_without_api_keys_only_local_hosts_and_json_bodies_are_served(
     with ws_connect(ws_url, additional_headers={"Origin": f"http://localhost:{port}"},
                     open_timeout=30) as ws:
         ws.send(json.dumps({"type": "state"}))
-        assert json.loads(ws.recv(timeout=30))["data"]["episode_id"] is None
+        assert json.loads(ws.recv(timeout=scaled(30)))["data"]["episode_id"] is None
 
 
 # ---------------------------------------------------------------- connections
 
 
 def partial_head(port: int) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=scaled(10))
     sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: 1\r\n")
     return sock
 
@@ -359,7 +360,7 @@ def closed_by_gateway(sock: socket.socket, trickle: bool, rounds: int = 20) -> b
 
 
 def get(port: int, path: str = "/healthz") -> int:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=scaled(10)) as sock:
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
                      .encode())
         data = b""
@@ -385,7 +386,7 @@ def test_connections_that_never_finish_their_head_are_closed(gateway: GatewayPro
 def test_a_body_that_trickles_past_its_deadline_is_answered_408_and_closed(
         gateway: GatewayProcess) -> None:
     """A complete head, then a body sent a byte at a time: held for ever before the deadline."""
-    sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=10)
+    sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=scaled(10))
     try:
         sock.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\n"
                      b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")

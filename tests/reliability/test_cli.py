@@ -18,6 +18,7 @@ from cli import check_cmd
 from rich.console import Console
 
 from server.settings import DEFAULT_CATALOGUE
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER, LIBRARY
 from tests.integration.live_gateway import *  # the fixtures: catalogue_root, live_gateway
 from tests.integration.live_gateway import LiveGateway
@@ -30,7 +31,7 @@ def envscaler(gateway: LiveGateway, cwd: Path, *args: str,
     env = {**os.environ, "ENVSCALER_URL": gateway.url, "ENVSCALER_API_KEY": gateway.api_key}
     env.pop("ENVSCALER_CATALOGUE", None)
     return subprocess.run([sys.executable, "-m", "cli", *args], cwd=cwd, env=env,
-                          stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300)
+                          stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=scaled(300))
 
 
 def test_session_open_prints_only_the_id_when_piped(live_gateway: LiveGateway,

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import TEST_LABELS
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import LIBRARY, GatewayProcess
 from tests.reliability.helpers import (
     assert_error,
@@ -33,7 +34,7 @@ from tests.reliability.helpers import (
 
 
 async def readiness(client: httpx.AsyncClient, status: int, within: float) -> httpx.Response:
-    deadline = time.monotonic() + within
+    deadline = time.monotonic() + scaled(within)
     while True:
         response = await client.get("/readyz")
         if response.status_code == status:
@@ -101,7 +102,7 @@ async def test_docker_engine_restart(make_settings, tmp_path) -> None:
             # Nothing left behind: the dead containers are gone, the live ones are the sessions',
             # the warm pool's and the checkers' (replaced by their sweep).
             instance = gateway.instances[-1]
-            deadline = time.monotonic() + 40
+            deadline = time.monotonic() + scaled(40)
             while True:
                 stopped = containers_of(instance, running=False)
                 running = containers_of(instance, running=True)

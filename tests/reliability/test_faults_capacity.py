@@ -18,6 +18,7 @@ import pytest
 
 from sandbox.config import SandboxConfig
 from tests.conftest import RUN_ID
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import running_gateway
 from tests.reliability.helpers import assert_error, call, containers_of, new_session
 
@@ -34,14 +35,14 @@ async def create(client: httpx.AsyncClient) -> tuple[httpx.Response, float]:
 
 
 async def pool_ready(client: httpx.AsyncClient, level: int, within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
+    deadline = time.monotonic() + scaled(within)
     while (await client.get("/readyz")).json()["pool"]["ready"] < level:
         assert time.monotonic() < deadline, f"the warm pool never reached {level}"
         await asyncio.sleep(0.1)
 
 
 async def wait_ready(client: httpx.AsyncClient, within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
+    deadline = time.monotonic() + scaled(within)
     while (response := await client.get("/readyz")).status_code != 200:
         assert time.monotonic() < deadline, f"never ready again: {response.text}"
         await asyncio.sleep(0.2)
@@ -57,14 +58,14 @@ async def test_warm_pool_drained_by_a_burst_then_every_slot_taken(make_settings)
         assert [r.status_code for r, _ in answers] == [201] * 6, [r.text for r, _ in answers]
         created = [r.json()["session_id"] for r, _ in answers]
         for response, elapsed in answers:
-            assert elapsed < ANSWER_WITHIN, elapsed  # never a hang
+            assert elapsed < scaled(ANSWER_WITHIN), elapsed  # never a hang
         assert (await client.get("/readyz")).status_code == 200
 
         # Every slot taken (sessions, and a warm sandbox on its way to the pool): 429 until a
         # session goes.
         while True:
             response, elapsed = await create(client)
-            assert elapsed < ANSWER_WITHIN
+            assert elapsed < scaled(ANSWER_WITHIN)
             if response.status_code == 201:
                 created.append(response.json()["session_id"])
                 continue
@@ -92,7 +93,7 @@ async def test_missing_sandbox_image_then_built(make_settings, sandbox_image: st
             assert ready.status_code == 503, ready.text
             assert missing in ready.json()["components"]["sandbox_backend"]["error"]
             response, elapsed = await create(client)
-            assert elapsed < ANSWER_WITHIN
+            assert elapsed < scaled(ANSWER_WITHIN)
             error = assert_error(response, 503, "BackendUnavailable")
             assert missing in error["message"] or "No such image" in error["message"], error
             assert (await client.get("/v1/envs")).status_code == 200  # the rest still serves
@@ -137,7 +138,7 @@ async def test_unwritable_socket_root_then_writable_again(make_settings,
             # the warm sandbox is used up first; then creation fails, clearly
             for _ in range(3):
                 response, elapsed = await create(client)
-                assert elapsed < ANSWER_WITHIN
+                assert elapsed < scaled(ANSWER_WITHIN)
                 if response.status_code != 201:
                     break
             error = assert_error(response, 503, "BackendUnavailable")
@@ -169,7 +170,7 @@ async def test_a_session_in_use_is_not_expired_while_its_sandbox_cannot_be_rebui
             engine.images.remove(flaky)  # only the tag
             await asyncio.to_thread(kill_sandbox, sandbox_handle(redis_client, session_id),
                                     Path(settings.socket_root))
-            until = time.monotonic() + 4.0  # the idle TTL, four times over
+            until = time.monotonic() + scaled(4.0)  # the idle TTL, four times over
             while time.monotonic() < until:
                 response = await client.post(f"/v1/sessions/{session_id}/calls", json={
                     "name": "increment", "arguments": {"name": "a"}, "call_id": "c1"})

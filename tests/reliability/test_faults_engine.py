@@ -17,6 +17,7 @@ from sandbox.backends.docker import DockerBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxUnavailable
 from tests.conftest import TEST_LABELS, new_instance
+from tests.deadlines import scaled
 
 CALLS = 8  # more than the default executor's threads on this machine (CPUs + 4)
 
@@ -42,11 +43,11 @@ async def test_a_hung_engine_fails_requests_within_the_engine_timeout_and_starve
                            docker_timeout=0.5, docker_threads=2)
     backend = DockerBackend(config, new_instance())
     try:
-        async with asyncio.timeout(20):  # the SDK's default would hold each for 30 s
+        async with asyncio.timeout(scaled(20)):  # the SDK's default would hold each for 30 s
             creates = [asyncio.ensure_future(backend.create({})) for _ in range(CALLS)]
             health = asyncio.ensure_future(backend.health())
             # Meanwhile the default executor (what asyncio.to_thread uses) is free.
-            assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 5) == "free"
+            assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), scaled(5)) == "free"
             results = await asyncio.gather(*creates, health, return_exceptions=True)
             for result in results:
                 assert isinstance(result, SandboxUnavailable), result

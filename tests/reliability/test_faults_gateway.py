@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import TEST_LABELS
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import GatewayProcess
 from tests.reliability.helpers import (
     Retrier,
@@ -54,7 +55,7 @@ async def audit(client, sessions: list[str], acknowledged: dict[str, list[str]])
 
 
 async def wait_for(progress: list[int], calls: int) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while progress[0] < calls:
         assert time.monotonic() < deadline, "the load made no progress"
         await asyncio.sleep(0.01)
@@ -139,7 +140,7 @@ async def test_a_held_sandbox_that_another_gateway_ran_an_unrecorded_call_on_is_
                         make_backend(settings.sandbox_config(image=settings.sandbox_image or ""),
                                      "dying"))
         try:  # what the first gateway did just before it died: run, and never record
-            await dying.call("increment", {"name": "a"}, timeout=5)
+            await dying.call("increment", {"name": "a"}, timeout=scaled(5))
         finally:
             dying.client.close()
         answer = await call(second, session_id, "increment", {"name": "a"})
@@ -156,7 +157,7 @@ async def test_a_held_sandbox_that_another_gateway_ran_an_unrecorded_call_on_is_
                         make_backend(settings.sandbox_config(image=settings.sandbox_image or ""),
                                      "dying"))
         try:
-            await dying.call("increment", {"name": "a"}, timeout=5)
+            await dying.call("increment", {"name": "a"}, timeout=scaled(5))
         finally:
             dying.client.close()
         assert (await state(second, other))["counters"]["a"] == 2

@@ -12,6 +12,7 @@ import random
 import time
 from pathlib import Path
 
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import kill_sandbox, running_gateway, sandbox_handle
 from tests.reliability.helpers import (
     Retrier,
@@ -147,7 +148,7 @@ async def test_a_dead_heartbeat_is_restarted_and_a_failing_one_fails_readiness(
 
 
 async def wait_until(condition, within: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + within
+    deadline = time.monotonic() + scaled(within)
     while not condition():
         assert time.monotonic() < deadline, "the condition never held"
         await asyncio.sleep(0.02)

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from server.embedded_redis import free_port
+from tests.deadlines import scaled
 from tests.integration.serve_helpers import serve, serve_env
 
 
@@ -20,7 +21,7 @@ def test_a_worker_that_keeps_dying_is_restarted_with_backoff_then_given_up(
                     worker_restart_limit="4")
     log_path = tmp_path / "gateway.log"
     process = serve(free_port(), env, log_path, workers=2)
-    assert process.wait(120) == 1
+    assert process.wait(scaled(120)) == 1
     log = log_path.read_text()
     delays = [float(d) for d in re.findall(r"restarting in ([0-9.]+) s \(failure", log)]
     # each slot: 0.1, 0.2, 0.4, then the fourth failure ends it (the other slot may be between)

@@ -19,6 +19,7 @@ import redis
 from sandbox.config import parse_size
 from server.settings import Settings
 from server.store import session_key
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import GatewayProcess, gateway_process
 from tests.reliability.helpers import call, engine, new_session
 
@@ -50,7 +51,7 @@ def stage(request: pytest.FixtureRequest, redis_url: str, sandbox_image: str, so
     log_path = tmp_path_factory.mktemp("host-exposure") / "gateway.log"
     with gateway_process(settings, log_path) as gateway:
         created = httpx.post(gateway.url + "/v1/sessions", json={"env": "counter_lab"},
-                             headers={"Authorization": f"Bearer {key}"}, timeout=30)
+                             headers={"Authorization": f"Bearer {key}"}, timeout=scaled(30))
         assert created.status_code == 201, created.text
         yield Stage(gateway, key, created.json()["session_id"], private_redis)
 

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from server.settings import Settings
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import REPO_ROOT, GatewayProcess, gateway_process
 from tests.reliability.helpers import assert_error, call, containers_of, entries, new_session
 
@@ -70,7 +71,7 @@ def stage(
     log_path = tmp_path_factory.mktemp("hostile") / "gateway.log"
     with gateway_process(settings, log_path) as gateway:
         created = httpx.post(gateway.url + "/v1/sessions", json={"env": "counter_lab"},
-                             headers={"Authorization": f"Bearer {key}"}, timeout=30)
+                             headers={"Authorization": f"Bearer {key}"}, timeout=scaled(30))
         assert created.status_code == 201, created.text
         yield Stage(gateway, key, request.param or "runc", created.json()["session_id"], 0,
                     socket_root, private_redis, log_path)

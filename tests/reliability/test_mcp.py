@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from server.embedded_redis import free_port
 from server.settings import Settings
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
     COUNTER,
     LIBRARY,
@@ -89,7 +90,7 @@ async def mcp_session(url: str, token: str | None,
     own, e.g. held to one worker; its headers then carry the token)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     own = http is None
-    client = http or httpx2.AsyncClient(headers=headers, timeout=60)
+    client = http or httpx2.AsyncClient(headers=headers, timeout=scaled(60))
     try:
         async with streamable_http_client(url, http_client=client) as (read, write):
             async with ClientSession(read, write) as session:
@@ -190,7 +191,7 @@ async def test_a_harness_on_the_mcp_1x_sdk_works_too(
     process = await asyncio.create_subprocess_exec(
         str(MCP1_PYTHON), str(MCP1_CLIENT), _mcp_url(gateway.url, session_id), token,
         json.dumps(calls), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), scaled(120))
     assert process.returncode == 0, stderr.decode()[-3000:]
     seen = json.loads(stdout)
     assert seen["tools"] == ["increment", "nap", "token", "spin", "explode", "crash", "blob"]
@@ -246,7 +247,7 @@ async def test_get_and_delete_answer_405_and_hold_no_stream_open(
     session_id, token = await _open(admin)
     url = _mcp_url(gateway.url, session_id)
     headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=scaled(30)) as client:
         for method in ("GET", "DELETE"):
             async with client.stream(method, url, headers=headers) as response:
                 assert response.status_code == 405, (method, response.headers)
@@ -276,7 +277,7 @@ async def test_without_api_keys_the_mcp_door_still_needs_the_agent_token(
     """One rule: the MCP door admits the session's agent token (or an API key), nothing else,
     whether or not the gateway has API keys; each 401 says why in ``WWW-Authenticate`` too, so
     that an MCP client shows it instead of starting an OAuth login."""
-    async with httpx.AsyncClient(base_url=open_gateway.url, timeout=60) as operator:
+    async with httpx.AsyncClient(base_url=open_gateway.url, timeout=scaled(60)) as operator:
         session_id, token = await _open(operator)  # REST: the loopback operator, no token
     url = _mcp_url(open_gateway.url, session_id)
     cases = [(None, "invalid_request", "missing 'Authorization"),
@@ -301,7 +302,7 @@ async def _raw_initialize(url: str, token: str | None) -> httpx.Response:
     body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}}
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=scaled(30)) as client:
         return await client.post(url, json=body, headers=headers)
 
 
@@ -357,7 +358,7 @@ async def test_many_mcp_clients_at_once_each_see_only_their_session(
 
 def _ready(port: int) -> bool:
     try:
-        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=scaled(2)).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -382,7 +383,7 @@ async def _pinned(stack: AsyncExitStack, base: str, session_id: str, token: str)
         ports.append(response.extensions["network_stream"].get_extra_info("client_addr")[1])
 
     http = httpx2.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"},
-                              timeout=60, limits=httpx2.Limits(max_connections=1),
+                              timeout=scaled(60), limits=httpx2.Limits(max_connections=1),
                               event_hooks={"response": [record]})
     stack.push_async_callback(http.aclose)
     mcp = await stack.enter_async_context(mcp_session(_mcp_url(base, session_id), None, http))
@@ -403,7 +404,7 @@ async def test_through_envscaler_serve_any_worker_serves_any_mcp_request(
     process = serve(port, env, tmp_path / "serve.log", workers=2)
     try:
         wait_for(lambda: _ready(port), 90, "the gateway")
-        async with httpx.AsyncClient(base_url=base, timeout=60,
+        async with httpx.AsyncClient(base_url=base, timeout=scaled(60),
                                      headers={"Authorization": f"Bearer {API_KEY}"}) as admin, \
                 AsyncExitStack() as stack:
             session_id, token = await _open(admin)
@@ -428,4 +429,4 @@ async def test_through_envscaler_serve_any_worker_serves_any_mcp_request(
             assert [e["name"] for e in await entries(admin, session_id)] == ["increment"] * 6
     finally:
         process.terminate()
-        process.wait(30)
+        process.wait(scaled(30))

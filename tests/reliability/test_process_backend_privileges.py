@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT, new_instance
+from tests.deadlines import scaled
 
 ADMIN_KEY = "admin-key-that-must-not-leak"
 
@@ -68,8 +69,8 @@ async def main():
         sandbox = Sandbox(await backend.create({}), backend)
         await sandbox.load(source=sys.argv[3], class_name="Spy", tools=["probe"],
                            init_config={"port": port}, seed=0, max_result_bytes=1 << 20,
-                           timeout=10)
-        print(json.dumps(await sandbox.call("probe", {}, timeout=10)), flush=True)
+                           timeout=scaled(10))
+        print(json.dumps(await sandbox.call("probe", {}, timeout=scaled(10))), flush=True)
     finally:
         await backend.close()
 
@@ -82,7 +83,7 @@ def test_environment_code_can_neither_read_the_api_keys_nor_take_the_gateways_po
     environment = {**os.environ, "ENVSCALER_API_KEYS": ADMIN_KEY}
     gateway = subprocess.run(
         [sys.executable, "-c", GATEWAY_SCRIPT, str(socket_root), new_instance(), SPY_SOURCE],
-        cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=60)
+        cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=scaled(60))
     assert gateway.returncode == 0, gateway.stderr
     found = json.loads(gateway.stdout)["data"]
     assert (found["uid"], found["gid"], found["groups"]) == (65534, 65534, [])

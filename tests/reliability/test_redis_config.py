@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from server.embedded_redis import PASSWORD_NAME, EmbeddedRedis, EmbeddedRedisError, free_port
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import running_gateway
 from tests.integration.serve_helpers import serve, serve_env, wait_for
 from tests.reliability.helpers import assert_error, call, entries, new_session
@@ -80,7 +81,7 @@ def test_serve_gives_its_redis_the_maxmemory_setting(tmp_path: Path, socket_root
             assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
     finally:
         gateway.send_signal(signal.SIGTERM)  # its Redis goes with it: test_serve_lifetime.py
-        gateway.wait(30)
+        gateway.wait(scaled(30))
 
 
 def fill_up(client: redis.Redis) -> None:

@@ -41,6 +41,7 @@ from server.embedded_redis import EmbeddedRedis
 from server.settings import Settings
 from server.store import LIVE_KEYS
 from tests.conftest import TEST_LABELS
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import LIBRARY, GatewayProcess
 from tests.reliability.helpers import (
     RETRYABLE,
@@ -87,7 +88,7 @@ def soak_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
 async def send(client: httpx.AsyncClient, retrier: Retrier, method: str, url: str,
                **kwargs: Any) -> httpx.Response:
     """A request repeated until it is answered with something other than 429/5xx."""
-    give_up = time.monotonic() + 120
+    give_up = time.monotonic() + scaled(120)
     while True:
         try:
             response = await client.request(method, url, **kwargs)
@@ -161,8 +162,9 @@ async def test_soak(redis_url: str, sandbox_image: str, socket_root: Path,
     settings = Settings(
         redis_url=soak_redis.url, catalogue=catalogue_root, sandbox_backend="docker",
         sandbox_image=sandbox_image, socket_root=socket_root, pool_size=8, max_sandboxes=96,
-        call_timeout=3.0, load_timeout=3.0, session_ttl=SESSION_TTL,
-        record_ttl=RECORD_TTL, log_level="WARNING", api_keys=[])
+        call_timeout=scaled(3.0), load_timeout=scaled(3.0), session_ttl=scaled(SESSION_TTL),
+        record_ttl=scaled(RECORD_TTL), log_level="WARNING",
+        api_keys=[])  # the deadlines and TTLs follow the machine, in their proportions
     gateway = GatewayProcess(settings, TEST_LABELS, tmp_path / "gateway.log").start()
     figures = Figures()
     rng = random.Random(20261121)
@@ -181,7 +183,8 @@ async def test_soak(redis_url: str, sandbox_image: str, socket_root: Path,
 
     try:
         limits = httpx.Limits(max_connections=WORKERS * 2, max_keepalive_connections=WORKERS * 2)
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=60, limits=limits) as client:
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=scaled(60),
+                                     limits=limits) as client:
             retrier = Retrier([client], deadline=120, seed=1)
             counter = iter(range(10**9))
 
@@ -230,7 +233,7 @@ async def test_soak(redis_url: str, sandbox_image: str, socket_root: Path,
             # containers are reaped once its heartbeat is stale; then only the pool (renamed back
             # when recycled) and the checkers are left.
             dead, live = gateway.instances[0], gateway.instances[-1]
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + scaled(60)
             while True:
                 ready = (await client.get("/readyz")).json()["pool"]["ready"]
                 left = {"dead instance": len(containers_of(dead)),
@@ -242,7 +245,7 @@ async def test_soak(redis_url: str, sandbox_image: str, socket_root: Path,
                     break
                 assert time.monotonic() < deadline, f"left behind: {left}"
                 await asyncio.sleep(1)
-            deadline = time.monotonic() + RECORD_TTL + 15  # records, then locks' leases
+            deadline = time.monotonic() + scaled(RECORD_TTL + 15)  # records, then locks' leases
             while keys := direct.keys("envscaler:*"):
                 assert time.monotonic() < deadline, f"{len(keys)} Redis keys left: {keys[:5]}"
                 await asyncio.sleep(1)

@@ -25,6 +25,7 @@ from sandbox.backends import make_backend
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxUnavailable
 from tests.conftest import REPO_ROOT, RUN_ID, TEST_LABELS, new_instance
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import running_gateway
 from tests.integration.serve_helpers import serve_env
 
@@ -91,7 +92,7 @@ def test_serve_refuses_it_before_starting_anything(root: Path, tmp_path: Path) -
     environment["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "clients"), str(REPO_ROOT)])
     served = subprocess.run([sys.executable, "-m", "cli", "serve", "--port", "9"],
                             cwd=REPO_ROOT, env=environment, capture_output=True, text=True,
-                            timeout=60)
+                            timeout=scaled(60))
     said = " ".join((served.stdout + served.stderr).split())  # unwrapped
     assert served.returncode == 2, served
     assert f"refusing the socket root {root}: it is owned by uid 65534" in said, said

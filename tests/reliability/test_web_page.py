@@ -3,10 +3,15 @@
 
 - the playground, clicked through with the reference solution of ``library_loans-001``, reaches
   reward 1.0 with every check passed, and the gateway's trajectory holds exactly the solution's
-  arguments (the forms generated from the schemas send what the user typed, typed);
+  arguments (the forms generated from the schemas send what the user typed, typed); its diff
+  shows each change once (not again under ``init_config``, which shares the state's tables); a
+  required field left empty is marked and nothing is sent;
 - the catalogue renders environment data that a model wrote, markup included, as text only, under
-  a Content-Security-Policy that the browser enforces (no violation reported);
-- the operator view shows the pool level and call counts of ``/readyz`` and ``/metrics``;
+  a Content-Security-Policy that the browser enforces (no violation reported), and no word of its
+  tables is split across lines;
+- the operator view shows the pool level and call counts of ``/readyz`` and ``/metrics``, the
+  busiest tools (filtered on demand) and charts of the calls, latency, rewards and errors since it
+  opened;
 - with API keys set the page asks for a key, refuses a wrong one with the gateway's message, and
   keeps the right one in this tab's sessionStorage only.
 
@@ -35,6 +40,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from server.web import CONTENT_SECURITY_POLICY
+from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
     COUNTER,
     LIBRARY,
@@ -50,6 +56,26 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 SCENARIO = "library_loans-001"
 API_KEY = "web-page-test-key"
 WAIT = 30.0
+TOOL_ROWS = 10  # app.js: the busiest rows the operator view shows
+# The words of the cells matched by arguments[0] that are split across two lines (a line may
+# end after a hyphen: "non-" and "terminated" are words of their own here).
+BROKEN_WORDS = """
+const broken = [];
+for (const cell of document.querySelectorAll(arguments[0])) {
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (const match of node.data.matchAll(/[^\\s-]+-?/g)) {
+      const range = document.createRange();
+      range.setStart(node, match.index);
+      range.setEnd(node, match.index + match[0].length);
+      if (new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size > 1) {
+        broken.push(match[0]);
+      }
+    }
+  }
+}
+return broken;
+"""
 MARKUP = ('<img src="x" id="pwned" onerror="document.title=\'pwned\'">'
           "<script>document.title='pwned'</script><b>bold</b>")
 
@@ -103,7 +129,7 @@ def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WebDriv
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     service = Service(CHROMEDRIVER, log_output=str(tmp_path / "chromedriver.log"))
     driver = webdriver.Chrome(options=options, service=service)
-    driver.set_page_load_timeout(WAIT)
+    driver.set_page_load_timeout(scaled(WAIT))
     try:
         yield driver
     finally:
@@ -123,10 +149,11 @@ def gateway(make_settings: Callable[..., Any], tmp_path: Path) -> Iterator[Gatew
 
 def wait_until(driver: WebDriver, condition: Callable[[WebDriver], Any], what: str) -> Any:
     try:
-        return WebDriverWait(driver, WAIT).until(condition)
+        return WebDriverWait(driver, scaled(WAIT)).until(condition)
     except WebDriverException as exc:
         notice = driver.find_element(By.ID, "notice").text
-        raise AssertionError(f"{what}: not within {WAIT:g} s (page notice: {notice!r})") from exc
+        raise AssertionError(f"{what}: not within {scaled(WAIT):g} s (page notice: {notice!r})"
+                             ) from exc
 
 
 def idle(driver: WebDriver) -> bool:
@@ -199,8 +226,14 @@ def test_playground_reaches_reward_one_with_the_reference_solution(
         assert browser.find_element(By.ID, "pg-result").get_attribute("data-index") is not None
 
     changes = int(browser.find_element(By.ID, "pg-diff").get_attribute("data-changes"))
-    assert changes > 0
-    assert "priya.raman@fastmail.example" in browser.find_element(By.ID, "pg-diff").text
+    rows = browser.find_elements(By.CSS_SELECTOR, "#pg-diff tbody tr")
+    paths = [row.get_attribute("data-path") for row in rows]
+    assert changes == len(rows) > 0 and len(set(paths)) == len(paths)
+    # The state's tables are also init_config's: the change is shown once, its copy named.
+    [email] = [row for row in rows if "priya.raman@fastmail.example" in row.text]
+    assert not email.get_attribute("data-path").startswith("init_config.")
+    assert f"also init_config.{email.get_attribute('data-path')}" in email.text
+    assert not [path for path in paths if path.startswith("init_config.")]
 
     browser.find_element(By.ID, "pg-validate").click()
     reward = wait_until(browser, lambda d: d.find_element(By.ID, "pg-reward")
@@ -211,7 +244,8 @@ def test_playground_reaches_reward_one_with_the_reference_solution(
     assert float(reward) == 1.0
     assert verdicts == ["true"] * 4
 
-    trajectory = httpx.get(f"{gateway.url}/v1/sessions/{session_id}/trajectory", timeout=10).json()
+    trajectory = httpx.get(f"{gateway.url}/v1/sessions/{session_id}/trajectory",
+                           timeout=scaled(10)).json()
     calls = [(e["name"], e["arguments"]) for e in trajectory["entries"] if e["kind"] == "call"]
     assert calls == [(s["name"], s["arguments"]) for s in solution]
 
@@ -223,7 +257,7 @@ def test_playground_reaches_reward_one_with_the_reference_solution(
 
     browser.find_element(By.ID, "pg-close").click()
     wait_until(browser, lambda d: d.find_element(By.ID, "pg-status").text == "closed", "closed")
-    record = httpx.get(f"{gateway.url}/v1/sessions/{session_id}", timeout=10).json()
+    record = httpx.get(f"{gateway.url}/v1/sessions/{session_id}", timeout=scaled(10)).json()
     assert record["status"] == "closed"
     assert console_problems(browser) == []
 
@@ -239,6 +273,13 @@ def test_a_refused_call_names_its_field_and_leaves_the_session_usable(
     wait_until(browser, lambda d: d.find_element(By.ID, "pg-status").text == "active" and idle(d),
                "session opened")
     Select(browser.find_element(By.ID, "pg-tool")).select_by_value("increment")
+    browser.find_element(By.ID, "pg-call").click()  # the required name left empty
+    notice = wait_until(browser, lambda d: idle(d) and d.find_element(By.ID, "notice").text,
+                        "the missing field shown")
+    assert "MissingArguments" in notice and "name" in notice
+    name_field = browser.find_element(By.CSS_SELECTOR, '[data-field="name"]')
+    assert "invalid" in name_field.get_attribute("class")
+    assert browser.find_elements(By.CSS_SELECTOR, "#pg-log li") == []  # nothing was sent
     fill(browser.find_element(By.CSS_SELECTOR, '[data-arg="name"]'), "a")
     fill(browser.find_element(By.CSS_SELECTOR, '[data-arg="by"]'), 2.5)  # not an integer
     browser.find_element(By.ID, "pg-call").click()
@@ -247,6 +288,7 @@ def test_a_refused_call_names_its_field_and_leaves_the_session_usable(
     assert "InvalidArguments (422)" in notice and "by" in notice
     field = browser.find_element(By.CSS_SELECTOR, '[data-field="by"]')
     assert "invalid" in field.get_attribute("class")
+    assert "invalid" not in name_field.get_attribute("class")
     fill(browser.find_element(By.CSS_SELECTOR, '[data-arg="by"]'), 2)
     browser.find_element(By.ID, "pg-call").click()
     wait_until(browser, lambda d: idle(d) and len(d.find_elements(By.CSS_SELECTOR,
@@ -254,12 +296,17 @@ def test_a_refused_call_names_its_field_and_leaves_the_session_usable(
                "the corrected call answered")
     assert browser.find_element(By.ID, "notice").is_displayed() is False
     assert json.loads(browser.find_element(By.ID, "pg-result").text)["data"]["value"] == 3
+    session_id = browser.find_element(By.ID, "pg-session-id").text
+    trajectory = httpx.get(f"{gateway.url}/v1/sessions/{session_id}/trajectory",
+                           timeout=scaled(10)).json()
+    assert [e["arguments"] for e in trajectory["entries"] if e["kind"] == "call"] == [
+        {"name": "a", "by": 2}]  # the refused attempts reached nothing
 
 
 def test_catalogue_renders_model_written_text_as_text_under_a_strict_csp(
     browser: WebDriver, gateway: GatewayProcess, screenshots: Path
 ) -> None:
-    answer = httpx.get(f"{gateway.url}/ui/", timeout=10)
+    answer = httpx.get(f"{gateway.url}/ui/", timeout=scaled(10))
     assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
     assert "unsafe-inline" not in CONTENT_SECURITY_POLICY
 
@@ -294,11 +341,16 @@ def test_catalogue_renders_model_written_text_as_text_under_a_strict_csp(
         " return 'parsed' } catch (e) { return e.name }")
     assert sink == "TypeError" and browser.find_elements(By.ID, "sink") == []
 
+    for env in httpx.get(f"{gateway.url}/v1/envs", timeout=scaled(10)).json()["envs"]:
+        browser.find_element(By.CSS_SELECTOR, f'button.env[data-env="{env["id"]}"]').click()
+        wait_until(browser, lambda d, e=env["id"]: d.find_element(By.ID, "env-title").text == e,
+                   f"{env['id']} shown")
+        assert browser.execute_script(BROKEN_WORDS, "#env-detail td") == [], env["id"]
     browser.find_element(By.CSS_SELECTOR, f'button.env[data-env="{LIBRARY}"]').click()
     wait_until(browser, lambda d: d.find_element(By.ID, "env-title").text == LIBRARY,
                "library_loans shown")
     rules = browser.find_elements(By.CSS_SELECTOR, "#env-rules li")
-    manifest = httpx.get(f"{gateway.url}/v1/envs/{LIBRARY}", timeout=10).json()
+    manifest = httpx.get(f"{gateway.url}/v1/envs/{LIBRARY}", timeout=scaled(10)).json()
     assert [li.text for li in rules] == manifest["constraint_rules"]
     browser.find_element(By.CSS_SELECTOR,
                          '#env-tools details[data-tool="search_books"] summary').click()
@@ -318,33 +370,87 @@ def test_catalogue_renders_model_written_text_as_text_under_a_strict_csp(
     assert browser.find_element(By.ID, "pg-scenario").get_attribute("value") == SCENARIO
 
 
-def test_operator_view_shows_the_pool_and_the_calls_of_the_metrics(
+# The operator view as one snapshot: it is redrawn every 2 s, so element by element reads race.
+OPERATOR_SNAPSHOT = """
+const text = (selector) => document.querySelector(selector)?.textContent ?? null;
+const cards = {};
+for (const card of document.querySelectorAll("#op-grid .card")) {
+  cards[card.id] = {figure: card.querySelector(".figure").textContent, text: card.innerText};
+}
+const charts = {};
+for (const chart of document.querySelectorAll("#op-charts .chart-card")) {
+  charts[chart.id.slice("op-chart-".length)] = {
+    values: JSON.parse(chart.dataset.values), lines: chart.querySelectorAll("polyline").length};
+}
+return {cards, charts, shown: text("#op-tools-shown"),
+        rows: [...document.querySelectorAll("#op-tools tbody tr")].map(
+          (tr) => [...tr.cells].map((td) => td.textContent))};
+"""
+
+
+def operator_view(driver: WebDriver) -> dict[str, Any]:
+    return driver.execute_script(OPERATOR_SNAPSHOT)
+
+
+def measured(view: dict[str, Any], chart: str) -> list[float]:
+    return [value for value in view["charts"][chart]["values"] if value is not None]
+
+
+def test_operator_view_shows_the_pool_the_busiest_tools_and_charts_of_the_metrics(
     browser: WebDriver, gateway: GatewayProcess, screenshots: Path
 ) -> None:
-    with httpx.Client(base_url=gateway.url, timeout=30) as client:
+    def polls(count: int) -> None:  # the charts have this many points (one per 2 s poll)
+        wait_until(browser, lambda d: len(operator_view(d)["charts"].get("calls", {}).get(
+            "values", [])) >= count, f"{count} polls charted")
+
+    open_page(browser, gateway, "operator")  # open first: the charts show what happens after
+    polls(1)
+    with httpx.Client(base_url=gateway.url, timeout=scaled(30)) as client:
         session = client.post("/v1/sessions", json={"env": COUNTER, "scenario": "counter-1"}).json()
         # a: 1 -> 3 passes one check of two; b is never created
         for arguments in [{"name": "a", "by": 2}] + [{"name": "c"}] * 4:
             client.post(f"/v1/sessions/{session['session_id']}/calls",
                         json={"name": "increment", "arguments": arguments}).raise_for_status()
+        polls(3)  # the calls, then the validation and the other calls in later polls
         client.post(f"/v1/sessions/{session['session_id']}/validate").raise_for_status()
+        library = client.post("/v1/sessions", json={"env": LIBRARY, "scenario": SCENARIO}).json()
+        tools = [tool["function"] for tool in library["tools"]]
+        for tool in tools:  # each once: a tool's own error is a call too
+            arguments = {name: "none" for name in tool["parameters"].get("required", [])}
+            client.post(f"/v1/sessions/{library['session_id']}/calls",
+                        json={"name": tool["name"], "arguments": arguments}).raise_for_status()
         pool = client.get("/readyz").json()["pool"]
-    open_page(browser, gateway, "operator")
-    wait_until(browser, lambda d: d.find_elements(By.ID, "op-calls") and d.find_element(
-        By.CSS_SELECTOR, "#op-calls .figure").text not in ("", "- /s"), "two polls of the metrics")
-    assert browser.find_element(By.CSS_SELECTOR, "#op-ready .figure").text == "ready"
-    pool_figure = browser.find_element(By.CSS_SELECTOR, "#op-pool .figure").text
-    assert pool_figure.endswith(f"/ {pool['target']}")
-    assert f"of {pool['capacity']}" in browser.find_element(By.ID, "op-pool").text
-    assert browser.find_element(By.CSS_SELECTOR, "#op-live .figure").text == "1"
-    assert "total 5" in browser.find_element(By.ID, "op-calls").text
-    assert browser.find_element(By.CSS_SELECTOR, "#op-validations .figure").text == "1"
-    assert "mean reward 0.500" in browser.find_element(By.ID, "op-validations").text
-    assert browser.find_element(By.CSS_SELECTOR, "#op-errors .figure").text == "0"
-    rows = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-            for tr in browser.find_elements(By.CSS_SELECTOR, "#op-tools tbody tr")]
-    assert [row[:3] for row in rows] == [[COUNTER, "increment", "5"]]
+    assert len(tools) + 1 > TOOL_ROWS  # more rows than the view shows
+    calls = 5 + len(tools)
+    view = wait_until(browser, lambda d: (v := operator_view(d))["cards"] and f"total {calls}" in
+                      v["cards"]["op-calls"]["text"] and 0.5 in measured(v, "reward") and v,
+                      "the calls and the reward in a chart")
+    cards = view["cards"]
+    assert cards["op-ready"]["figure"] == "ready"
+    assert cards["op-pool"]["figure"].endswith(f"/ {pool['target']}")
+    assert f"of {pool['capacity']}" in cards["op-pool"]["text"]
+    assert cards["op-live"]["figure"] == "2"
+    assert cards["op-validations"]["figure"] == "1"
+    assert "mean reward 0.500" in cards["op-validations"]["text"]
+    assert cards["op-errors"]["figure"] == "0"
+
+    # Charts over the polls since the view opened, drawn in SVG by the page itself.
+    assert measured(view, "reward") == [0.5]
+    assert max(measured(view, "calls")) > 0 and measured(view, "latency")
+    assert set(measured(view, "errors")) == {0}
+    assert all(view["charts"][key]["lines"] for key in ("calls", "latency", "reward", "errors"))
+
+    # The busiest rows only, and any of them through the filter.
+    assert len(view["rows"]) == TOOL_ROWS and view["rows"][0][:3] == [COUNTER, "increment", "5"]
+    assert {row[1] for row in view["rows"][1:]} < {tool["name"] for tool in tools}
+    assert view["shown"] == f"{TOOL_ROWS} busiest of {len(tools) + 1}"
+    polls(len(view["charts"]["calls"]["values"]) + 2)  # some history for the screenshot
     screenshot(browser, screenshots / "operator.png")
+    browser.find_element(By.ID, "op-tool-filter").send_keys("update_member")
+    view = wait_until(browser, lambda d: len((v := operator_view(d))["rows"]) == 1 and v,
+                      "the filter applied")
+    assert view["rows"][0][:3] == [LIBRARY, "update_member_contact", "1"]
+    assert view["shown"] == f"1 of 1 matching, {len(tools) + 1} in all"
     assert console_problems(browser) == []
 
 

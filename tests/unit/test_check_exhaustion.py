@@ -21,6 +21,7 @@ from server.metrics import Metrics
 from server.sessions import faults
 from server.sessions.validation import Validation
 from server.settings import Settings
+from tests.deadlines import scaled
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +43,7 @@ def judge(checks: list[str], initial: str = "{}", final: str = "{}",
     """The checker's verdicts, from a subprocess of its own (the checker forks)."""
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO_ROOT,
                           input=json.dumps([checks, initial, final, wall_seconds]),
-                          capture_output=True, text=True, timeout=60, check=True)
+                          capture_output=True, text=True, timeout=scaled(60), check=True)
     return json.loads(done.stdout)
 
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.deadlines import scaled
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
@@ -32,7 +34,7 @@ def check(*lines: str) -> str:
 
 def judge(checks: list[str]) -> dict:
     done = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(checks)], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=60, check=True)
+                          capture_output=True, text=True, timeout=scaled(60), check=True)
     return json.loads(done.stdout)
 
 
@@ -72,7 +74,7 @@ budget = checker.Budget(cpu_seconds=0.5, wall_seconds=10, memory_bytes=64 << 20)
 c = checker.Checker(contained=False)
 checks = ["def check_func(final_state):\\n    return True\\n"] * 2
 print(json.dumps([c.check(checks, '{}', '[1]', budget), c.check(checks, '{', '{}', budget)]))
-"""], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
+"""], cwd=REPO_ROOT, capture_output=True, text=True, timeout=scaled(60), check=True)
     not_an_object, not_json = json.loads(done.stdout)
     assert not_an_object == [{"passed": False, "error": "the state is a JSON list, not an object",
                               "exhausted": None}] * 2

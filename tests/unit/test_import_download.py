@@ -21,6 +21,7 @@ from envformat.loader import load_env
 from importers.envscaler_release import DownloadError, download_release
 from importers.envscaler_release import pins as pins_module
 from importers.envscaler_release.pins import PinnedFile
+from tests.deadlines import scaled
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "envscaler_release" / "hf"
 ENVS_BYTES = (FIXTURE / "191_env_metadata_processed.json").read_bytes()
@@ -51,7 +52,7 @@ class Hub:
             def do_GET(self) -> None:  # the http.server API
                 hub.requests.append(self.path)
                 if stall:  # accept, then say nothing until the test is over
-                    hub.released.wait(10)
+                    hub.released.wait(scaled(10))
                     return
                 if self.path.startswith("/datasets/") and "envs" in self.path:
                     self.send_response(302)

@@ -22,6 +22,7 @@ from envscaler_client.rollout import (
     to_openai,
     to_sharegpt,
 )
+from tests.deadlines import scaled
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "rollout" / "episodes.jsonl"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -174,5 +175,5 @@ assert not loaded, loaded
 def test_the_rollout_package_needs_httpx_and_pydantic_only(tmp_path: Path) -> None:
     """The client's dependency rule holds for the rollout: no openai SDK, no CLI, no service."""
     result = subprocess.run([sys.executable, "-I", "-c", REFUSING_IMPORT, ",".join(BLOCKED)],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+                            cwd=tmp_path, capture_output=True, text=True, timeout=scaled(60), check=False)
     assert result.returncode == 0, result.stderr

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from tests.conftest import REPO_ROOT
+from tests.deadlines import scaled
 
 PROBE = """
 import ctypes, json
@@ -35,7 +36,7 @@ print(json.dumps({
 
 def test_io_uring_calls_are_refused_and_others_are_not() -> None:
     probe = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO_ROOT, capture_output=True,
-                           text=True, timeout=30, check=True)
+                           text=True, timeout=scaled(30), check=True)
     answers = json.loads(probe.stdout)
     assert answers == {"setup": errno.ENOSYS, "enter": errno.ENOSYS, "register": errno.ENOSYS,
                        "x32 setup": errno.ENOSYS, "close(-1)": errno.EBADF}

@@ -8,6 +8,8 @@
 
 const KEY_STORAGE = "envscaler.apiKey";
 const OPERATOR_INTERVAL_MS = 2000;
+const OPERATOR_HISTORY = 150;  // chart points kept: the last 5 minutes at one poll every 2 s
+const TOOL_ROWS = 10;  // the busiest (environment, tool) rows shown; the filter searches them all
 
 // ------------------------------------------------------------------ DOM helpers
 
@@ -294,7 +296,8 @@ function fieldType(schema) {
   return types.length === 1 ? types[0] : "json";
 }
 
-/** A form field for one parameter, with `read()` giving {present, value} or throwing. */
+/** A form field for one parameter, with `read()` giving {present, value} or throwing; an empty
+ * field is not present (the caller refuses a required one before sending anything). */
 function makeField(name, schema, required) {
   const type = fieldType(schema);
   const id = `arg-${name}`;
@@ -308,7 +311,7 @@ function makeField(name, schema, required) {
     read = () => (input.value === "" ? { present: false } : { present: true, value: values[Number(input.value)] });
   } else if (type === "string") {
     input = el("input", { id, type: "text", dataset: { arg: name }, autocomplete: "off" });
-    read = () => (input.value === "" && !required ? { present: false } : { present: true, value: input.value });
+    read = () => (input.value === "" ? { present: false } : { present: true, value: input.value });
   } else if (type === "integer" || type === "number") {
     input = el("input", { id, type: "number", step: type === "integer" ? "1" : "any", dataset: { arg: name } });
     read = () => {
@@ -334,7 +337,7 @@ function makeField(name, schema, required) {
     el("label", { for: id }, el("code", {}, name), required ? " *" : ""),
     input,
     el("small", { class: "muted" }, hint, schema.description ? ` — ${schema.description}` : ""));
-  return { name, wrapper, read };
+  return { name, required, wrapper, read };
 }
 
 // ------------------------------------------------------------------ playground
@@ -373,7 +376,7 @@ const playground = {
       await action();
     } catch (error) {
       notice(String(error));
-      if (error.field) this.markField(error.field);
+      if (error.field) this.markFields([error.field]);
       const ended = { SessionExpired: "expired", SessionClosed: "closed" }[error.type];
       if (ended && this.session) {
         this.session.status = ended;
@@ -468,16 +471,22 @@ const playground = {
     byId("pg-args").replaceChildren(...this.fields.map((f) => f.wrapper));
   },
 
-  markField(name) {
-    for (const field of this.fields) field.wrapper.classList.toggle("invalid", field.name === name);
+  markFields(names) {
+    for (const field of this.fields) field.wrapper.classList.toggle("invalid", names.includes(field.name));
   },
 
   async call() {
-    this.markField(null);
+    this.markFields([]);
     const args = {};
+    const missing = [];
     for (const field of this.fields) {
       const { present, value } = field.read();
       if (present) args[field.name] = value;
+      else if (field.required) missing.push(field.name);
+    }
+    if (missing.length) {  // marked here: an empty text is not a value the user gave
+      this.markFields(missing);
+      throw new ApiError(0, "MissingArguments", `required, left empty: ${missing.join(", ")}`);
     }
     const name = byId("pg-tool").value;
     const answer = await api("POST", `/v1/sessions/${enc(this.session.id)}/calls`,
@@ -498,9 +507,11 @@ const playground = {
     this.session.step = data.step;
     this.renderSession();
     byId("pg-state").textContent = json(data.state, 2);
-    const rows = diff(this.initialState, data.state).map((change) =>
-      el("tr", { class: change.kind },
-        el("td", {}, el("code", {}, change.path || "(root)")),
+    const rows = mergeAliases(diff(this.initialState, data.state)).map((change) =>
+      el("tr", { class: change.kind, dataset: { path: change.path } },
+        el("td", {}, el("code", {}, change.path || "(root)"),
+          change.aliases.length ? el("small", { class: "muted aliases" },
+                                     `also ${change.aliases.join(", ")}`) : null),
         el("td", {}, json(change.before)),
         el("td", {}, json(change.after))));
     const body = byId("pg-diff").tBodies[0];
@@ -564,6 +575,23 @@ function diff(before, after, path = "", out = []) {
   return out;
 }
 
+/** One row per change. An attribute that shares its tables with others (EnvScaler's
+ * environments keep `init_config`, whose tables are the state's own) repeats each change under a
+ * longer path ending in the same one, with the same values: that copy is named beside the
+ * change, not listed again. */
+function mergeAliases(changes) {
+  const shortestFirst = changes.map((change, order) => ({ ...change, order, aliases: [] }))
+    .sort((a, b) => a.path.length - b.path.length);
+  const kept = [];
+  for (const change of shortestFirst) {
+    const same = kept.find((row) => row.kind === change.kind && change.path.endsWith(`.${row.path}`)
+      && json(row.before) === json(change.before) && json(row.after) === json(change.after));
+    if (same) same.aliases.push(change.path);
+    else kept.push(change);
+  }
+  return kept.sort((a, b) => a.order - b.order);
+}
+
 // ------------------------------------------------------------------ operator view
 
 /** Prometheus text format: [{name, labels, value}] (comments and malformed lines skipped). */
@@ -594,9 +622,99 @@ function number(value, digits = 0) {
   return Number.isFinite(value) ? value.toFixed(digits) : "-";
 }
 
+/** Every error the Errors card counts: sandbox failures, refused validations, replay mismatches. */
+function errorCount(samples) {
+  const failures = ["create", "crash", "timeout"].map((reason) =>
+    total(samples, "envscaler_sandbox_failures_total", { reason }));
+  const refused = ["starved", "busy"].map((outcome) =>
+    total(samples, "envscaler_validations_total", { outcome }));
+  return [...failures, ...refused, total(samples, "envscaler_replay_mismatches_total")]
+    .reduce((sum, value) => sum + value, 0);
+}
+
+/** The cumulative figures of one poll; the charts plot the differences between two polls. */
+function totals(samples, time) {
+  return {
+    time,
+    calls: total(samples, "envscaler_tool_call_seconds_count"),
+    callSeconds: total(samples, "envscaler_tool_call_seconds_sum"),
+    judged: total(samples, "envscaler_validations_total", { outcome: "judged" }),
+    rewardSum: total(samples, "envscaler_reward_sum"),
+    rewardCount: total(samples, "envscaler_reward_count"),
+    errors: errorCount(samples),
+  };
+}
+
+/** What happened between two polls; null where nothing was measured (a gap in its chart). A
+ * counter that went down (a worker replaced) counts as nothing happened. */
+function interval(before, after) {
+  const seconds = (after.time - before.time) / 1000;
+  const calls = after.calls - before.calls;
+  const rewards = after.rewardCount - before.rewardCount;
+  return {
+    calls: Math.max(0, calls) / seconds,
+    validations: Math.max(0, after.judged - before.judged) / seconds,
+    latency: calls > 0 ? (1000 * (after.callSeconds - before.callSeconds)) / calls : null,
+    reward: rewards > 0 ? (after.rewardSum - before.rewardSum) / rewards : null,
+    errors: Math.max(0, after.errors - before.errors),
+  };
+}
+
+const CHARTS = [
+  { key: "calls", title: "Tool calls", unit: " /s", digits: 1 },
+  { key: "latency", title: "Mean call latency", unit: " ms", digits: 2 },
+  { key: "reward", title: "Mean reward", unit: "", digits: 3, top: 1 },
+  { key: "errors", title: "Errors", unit: " per poll", digits: 0 },
+];
+const CHART_WIDTH = 300;
+const CHART_HEIGHT = 64;
+
+function svg(tag, attributes = {}) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, String(value));
+  return node;
+}
+
+/** A line chart of one figure over the polls kept (oldest at the left, newest at the right),
+ * in SVG built node by node: no library to fetch, nothing for the CSP to allow. A poll with no
+ * measure is a gap; a lone measure a dash. */
+function chart(spec, values) {
+  const measured = values.filter((v) => v !== null);
+  const peak = Math.max(0, ...measured);
+  const top = spec.top || peak || 1;
+  const x = (i) => (values.length === 1 ? CHART_WIDTH : (CHART_WIDTH * i) / (values.length - 1));
+  const y = (value) => CHART_HEIGHT - 1 - (value / top) * (CHART_HEIGHT - 2);
+  const drawing = svg("svg", { viewBox: `0 0 ${CHART_WIDTH} ${CHART_HEIGHT}`, class: "chart",
+                               preserveAspectRatio: "none", role: "img", "aria-label": spec.title });
+  drawing.append(svg("line", { x1: 0, y1: CHART_HEIGHT, x2: CHART_WIDTH, y2: CHART_HEIGHT, class: "axis" }));
+  let run = [];
+  const flush = () => {
+    if (run.length === 1) {
+      const [[x0, y0]] = run;
+      run = x0 >= 6 ? [[x0 - 6, y0], [x0, y0]] : [[x0, y0], [x0 + 6, y0]];
+    }
+    if (run.length) {
+      drawing.append(svg("polyline", {
+        points: run.map(([px, py]) => `${px.toFixed(1)},${py.toFixed(1)}`).join(" ") }));
+    }
+    run = [];
+  };
+  values.forEach((value, i) => (value === null ? flush() : run.push([x(i), y(value)])));
+  flush();
+  const last = measured.length ? measured[measured.length - 1] : NaN;
+  return el("div", { class: "card chart-card", id: `op-chart-${spec.key}`,
+                     dataset: { values: JSON.stringify(values) } },
+    el("h3", {}, spec.title, " ", el("span", { class: "figure" }, `${number(last, spec.digits)}${spec.unit}`)),
+    drawing,
+    el("div", { class: "muted" }, `peak ${number(peak, spec.digits)}${spec.unit} over the last `
+      + `${Math.round((values.length * OPERATOR_INTERVAL_MS) / 1000)} s`));
+}
+
 const operator = {
   timer: null,
   last: null,
+  history: [],
+  samples: [],
 
   active(on) {
     if (on && !this.timer) {
@@ -606,6 +724,7 @@ const operator = {
       clearInterval(this.timer);
       this.timer = null;
       this.last = null;
+      this.history = [];
     }
   },
 
@@ -623,25 +742,21 @@ const operator = {
       return;
     }
     const samples = parseMetrics(String(metricsText));
-    const now = performance.now();
-    const calls = total(samples, "envscaler_tool_call_seconds_count");
-    const judged = total(samples, "envscaler_validations_total", { outcome: "judged" });
-    let callRate = NaN;
-    let validationRate = NaN;
-    if (this.last) {
-      const seconds = (now - this.last.time) / 1000;
-      callRate = Math.max(0, calls - this.last.calls) / seconds;
-      validationRate = Math.max(0, judged - this.last.judged) / seconds;
-    }
-    this.last = { time: now, calls, judged };
-    this.render(ready, samples, { calls, callRate, judged, validationRate });
+    const now = totals(samples, performance.now());
+    const rates = this.last ? interval(this.last, now) : null;
+    if (rates) this.history = [...this.history, rates].slice(-OPERATOR_HISTORY);
+    this.last = now;
+    this.samples = samples;
+    this.render(ready, samples, now, rates || { calls: NaN, validations: NaN });
+    this.renderCharts();
+    this.renderTools();
     byId("op-updated").textContent = `Updated ${new Date().toLocaleTimeString()}.`;
   },
 
-  render(ready, samples, figures) {
+  render(ready, samples, now, rates) {
     const pool = ready.pool || {};
     const failures = (reason) => total(samples, "envscaler_sandbox_failures_total", { reason });
-    const rewardCount = total(samples, "envscaler_reward_count");
+    const refused = (outcome) => total(samples, "envscaler_validations_total", { outcome });
     const validateCount = total(samples, "envscaler_validate_seconds_count");
     const cards = [
       card("Readiness", "op-ready", ready.ready ? "ready" : "NOT READY", ready.ready ? "passed" : "failed",
@@ -655,32 +770,42 @@ const operator = {
         [`created ${number(total(samples, "envscaler_sessions_created_total"))}`,
          `expired ${number(total(samples, "envscaler_sessions_expired_total"))}`,
          `rebuilt by replay ${number(total(samples, "envscaler_session_rebuilds_total"))}`]),
-      card("Tool calls", "op-calls", `${number(figures.callRate, 1)} /s`, "",
-        [`total ${number(figures.calls)}`,
-         `mean ${number(1000 * total(samples, "envscaler_tool_call_seconds_sum") / figures.calls, 2)} ms`]),
-      card("Validations", "op-validations", number(figures.judged), "",
-        [`${number(figures.validationRate, 2)} /s`,
-         `mean reward ${number(total(samples, "envscaler_reward_sum") / rewardCount, 3)}`,
+      card("Tool calls", "op-calls", `${number(rates.calls, 1)} /s`, "",
+        [`total ${number(now.calls)}`, `mean ${number((1000 * now.callSeconds) / now.calls, 2)} ms`]),
+      card("Validations", "op-validations", number(now.judged), "",
+        [`${number(rates.validations, 2)} /s`,
+         `mean reward ${number(now.rewardSum / now.rewardCount, 3)}`,
          `mean ${number(1000 * total(samples, "envscaler_validate_seconds_sum") / validateCount, 1)} ms`]),
-      card("Errors", "op-errors",
-        number(failures("create") + failures("crash") + failures("timeout")
-               + total(samples, "envscaler_validations_total", { outcome: "starved" })
-               + total(samples, "envscaler_validations_total", { outcome: "busy" })
-               + total(samples, "envscaler_replay_mismatches_total")), "",
+      card("Errors", "op-errors", number(now.errors), "",
         [`sandbox failures: create ${number(failures("create"))}, crash ${number(failures("crash"))}, timeout ${number(failures("timeout"))}`,
-         `validations refused: starved ${number(total(samples, "envscaler_validations_total", { outcome: "starved" }))}, busy ${number(total(samples, "envscaler_validations_total", { outcome: "busy" }))}`,
+         `validations refused: starved ${number(refused("starved"))}, busy ${number(refused("busy"))}`,
          `replay mismatches ${number(total(samples, "envscaler_replay_mismatches_total"))}`]),
     ];
     byId("op-grid").replaceChildren(...cards);
-    const rows = samples
+  },
+
+  renderCharts() {
+    byId("op-charts").replaceChildren(...CHARTS.map((spec) =>
+      chart(spec, this.history.map((point) => point[spec.key]))));
+  },
+
+  /** The busiest (environment, tool) rows matching the filter; the count says how many match. */
+  renderTools() {
+    const filter = byId("op-tool-filter").value.trim().toLowerCase();
+    const all = this.samples
       .filter((s) => s.name === "envscaler_tool_call_seconds_count")
-      .sort((a, b) => b.value - a.value)
-      .map((s) => {
-        const sum = total(samples, "envscaler_tool_call_seconds_sum", s.labels);
-        return el("tr", {}, el("td", {}, s.labels.env), el("td", {}, el("code", {}, s.labels.tool)),
-          el("td", {}, number(s.value)), el("td", {}, number((1000 * sum) / s.value, 2)));
-      });
+      .sort((a, b) => b.value - a.value);
+    const matching = all.filter((s) => !filter
+      || `${s.labels.env} ${s.labels.tool}`.toLowerCase().includes(filter));
+    const rows = matching.slice(0, TOOL_ROWS).map((s) => {
+      const sum = total(this.samples, "envscaler_tool_call_seconds_sum", s.labels);
+      return el("tr", {}, el("td", {}, s.labels.env), el("td", {}, el("code", {}, s.labels.tool)),
+        el("td", {}, number(s.value)), el("td", {}, number((1000 * sum) / s.value, 2)));
+    });
     byId("op-tools").tBodies[0].replaceChildren(...rows);
+    byId("op-tools-shown").textContent = filter
+      ? `${rows.length} of ${matching.length} matching, ${all.length} in all`
+      : `${rows.length} busiest of ${all.length}`;
   },
 };
 
@@ -698,6 +823,7 @@ async function start() {
   playground.setup();
   playground.syncButtons();
   byId("env-filter").addEventListener("input", () => catalogue.renderList());
+  byId("op-tool-filter").addEventListener("input", () => operator.renderTools());
   window.addEventListener("hashchange", route);
   route();
   try {
