@@ -45,39 +45,36 @@ class Timeouts:
         return cls(given.get("connect"), given.get("read"), given.get("pool"))
 
 
-class _Answer:
-    """The parser's callbacks: one answer's status, headers and body."""
-
-    def __init__(self) -> None:
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.body: list[bytes] = []
-        self.complete = False
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name, value))
-
-    def on_body(self, body: bytes) -> None:
-        self.body.append(body)
-
-    def on_message_complete(self) -> None:
-        self.complete = True
-
-
 class Connection(asyncio.Protocol):
-    """One keep-alive HTTP/1.1 connection, one request at a time."""
+    """One keep-alive HTTP/1.1 connection, one request at a time; it is also the parser's
+    callbacks (``on_header``, ``on_body``, ``on_message_complete``)."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.open = True
         self.idle_since = 0.0
-        self._answer = _Answer()
-        self._parser = httptools.HttpResponseParser(self._answer)
+        self._parser = httptools.HttpResponseParser(self)
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+        self._complete = False
+        self._status = 0
+        self._keep_alive = True
         self._waiter: asyncio.Future[httpx.Response] | None = None
-        self._reusable = True
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        self._complete = True  # the parser's status and keep-alive are only known until the next
+        self._status, self._keep_alive = self._parser.get_status_code(), \
+            self._parser.should_keep_alive()
 
     def data_received(self, data: bytes) -> None:
         if self._waiter is None or self._waiter.done():
@@ -88,18 +85,17 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(httpx.RemoteProtocolError(f"malformed answer: {exc}"))
             return
-        if self._answer.complete:
+        if self._complete:
             self._finish()
 
     def _finish(self) -> None:
-        answer, parser, waiter = self._answer, self._parser, self._waiter
+        waiter = self._waiter
         assert waiter is not None
-        self._reusable = parser.should_keep_alive()
-        response = httpx.Response(parser.get_status_code(), headers=answer.headers,
-                                  content=b"".join(answer.body),
+        response = httpx.Response(self._status, headers=self._headers,
+                                  content=b"".join(self._body),
                                   extensions={"http_version": b"HTTP/1.1"})
-        self._answer = _Answer()
-        self._parser = httptools.HttpResponseParser(self._answer)
+        self._parser = httptools.HttpResponseParser(self)
+        self._headers, self._body, self._complete = [], [], False
         self._waiter = None
         waiter.set_result(response)
 
@@ -126,7 +122,7 @@ class Connection(asyncio.Protocol):
 
     @property
     def reusable(self) -> bool:
-        return self.open and self._reusable and self._waiter is None
+        return self.open and self._keep_alive and self._waiter is None
 
     async def send(self, head: bytes, body: bytes, read_timeout: float | None) -> httpx.Response:
         assert self.transport is not None
