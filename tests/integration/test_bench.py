@@ -26,8 +26,8 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
     written = json.loads((tmp_path / "results.json").read_text())
     assert written == results
     assert set(written) == {"meta", "config", "sessions", "calls", "baselines", "hosts",
-                            "density", "validate", "episodes", "lease_expiries", "large_state",
-                            "floors"}
+                            "density", "validate", "episodes", "batch", "lease_expiries",
+                            "large_state", "floors"}
     assert written["meta"]["containers_left"] == 0
     assert written["meta"]["gateway"].startswith("envscaler serve (its default: ")
     assert isinstance(written["lease_expiries"], int)
@@ -100,13 +100,19 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
             assert result["gateway_to_in_process"] > 0
             assert isinstance(result["lease_expiries"], int)
 
+    batch = written["batch"]  # bench/batch.py's own test covers its figures
+    assert batch["concurrency"] == config.batch_lanes
+    assert batch["open_all"]["opened"] == batch["close_all"]["closed"] == config.batch_lanes
+    assert batch["rewards"] == {"1.0": config.batch_lanes, "below_1": 0}
+    assert batch["memory"]["per_live_session_mib"] is not None
+
     assert [f["floor"] for f in written["floors"]] == [f["floor"] for f in report.floors(written)]
     assert all(set(f) == {"floor", "target", "measured", "met"} for f in written["floors"])
 
     table = (tmp_path / "results.md").read_text()
     for heading in ("## Tool calls through the gateway", "## The same call without the gateway",
                     "## Session life cycle", "## Density", "## Validation", "## Episodes",
-                    "## Floors"):
+                    "## Batch", "## Floors"):
         assert heading in table
     rows = [line for line in table.splitlines() if line.startswith("| library_loans (`")]
     assert len(rows) == len(config.levels["library_loans"])
