@@ -403,7 +403,7 @@ def _batch(b: dict[str, Any] | None) -> list[str]:
              "(scenarios) | episodes/s | reset / call / validate p50 | client CPU (cores, "
              "per request) | rewards 1.0 / below | lease expiries | errors | closed / failed "
              "| close all |"),
-            "| ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | --- | ---: | ---: |",
+            "|" + " ---: |" * 6 + " --- | --- | ---: | ---: | --- | ---: | ---: |",
             (f"| {b['concurrency']} | {opening['opened']} / {opening['failed']}{failures} | "
              f"{opening['seconds']:g} s | {'-' if per_session is None else f'{per_session:g} MiB'}"
              f" | {b['episodes']} ({b['scenarios']}) | {b['episodes_per_second']:g} | "

@@ -9,7 +9,7 @@ wait for a connection are a queue: taking and giving back a connection is O(1). 
 by ``httptools`` (the C parser uvicorn serves with); requests are small and written in one piece.
 
 Limits are ``httpx.Limits``: ``max_connections`` (None: no cap) bounds the open connections, and a
-request beyond it waits (``pool`` timeout) with a warning, so a cap is never silent;
+request beyond it waits (``pool`` timeout), logged once per cap, so a cap is never silent;
 ``max_keepalive_connections`` bounds the idle ones; ``keepalive_expiry`` closes idle connections
 before the gateway's own keep-alive timeout (uvicorn's 5 s) would.
 """
@@ -29,6 +29,8 @@ import httpx
 log = logging.getLogger("envscaler.client")
 
 Origin = tuple[str, str, int]
+# (origin, cap) pairs already logged: a client per trajectory (verl) would otherwise log each time.
+_warned: set[tuple[Origin, int | None]] = set()
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,6 @@ class Pool:
         self.idle: collections.deque[Connection] = collections.deque()
         self.waiters: collections.deque[asyncio.Future[Connection | None]] = collections.deque()
         self.count = 0  # open connections, idle or busy, and ones being opened
-        self._warned = False
 
     def _expire(self) -> None:
         expiry = self.limits.keepalive_expiry
@@ -196,8 +197,8 @@ class Pool:
 
     async def _wait(self, timeout: float | None) -> Connection | None:
         """Until a connection is given back (it) or closed (None: a slot to open one)."""
-        if not self._warned:
-            self._warned = True
+        if (self.origin, self.limits.max_connections) not in _warned:
+            _warned.add((self.origin, self.limits.max_connections))
             log.warning("connection cap reached: max_connections=%s to %s://%s:%d; requests "
                         "beyond it wait (raise limits.max_connections for larger batches)",
                         self.limits.max_connections, *self.origin)

@@ -26,6 +26,7 @@ import logging
 import weakref
 from typing import Any, ClassVar, Self
 
+from envscaler_client._protocol import connection_limits
 from envscaler_client.client import EnvClient, Session
 from envscaler_client.errors import EnvScalerError, NotFoundError, SessionClosedError
 from envscaler_client.adapters.rows import Episode, gateway
@@ -51,7 +52,7 @@ class EnvScalerEnvironment:
     _gateway: ClassVar[tuple[str, str | None]]
 
     def __init__(self) -> None:
-        self._client = EnvClient(*self._gateway)
+        self._client = EnvClient(*self._gateway, limits=connection_limits(1))  # one session
         self._session: Session | None = None
         self._slot: list[Session] = []  # the open session, shared with the finalizer (not self)
         self._calls = itertools.count()
