@@ -23,6 +23,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import tempfile
 import zlib
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from sandbox.image import ensure_image
 from server.settings import Settings
 
 SHARD_LANES = 16
+STALLED = 900.0  # seconds past the window after which a candidate's run counts as stalled
 
 
 class ShardedTransport(httpx.AsyncBaseTransport):
@@ -133,8 +135,14 @@ def measure(url: str, envs: dict[str, Any], levels: list[int], names: list[str],
         work = [[asdict(episode) for episode in lane] for lane in lanes(envs, level)]
         for name in names:
             load_before = os.getloadavg()[0]
-            result = rollouts.spawn({"url": url, "pattern": "reset", "window": window,
-                                     "lanes": work, "transport": name}, timeout=1800)
+            try:
+                result = rollouts.spawn({"url": url, "pattern": "reset", "window": window,
+                                         "lanes": work, "transport": name},
+                                        timeout=window + STALLED)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                say(f"{name:14} {level:4} sessions: no figures, {str(exc)[-300:]}")
+                rows.append({"transport": name, "sessions": level, "failed": str(exc)[-300:]})
+                continue
             row = {"transport": name, "sessions": level,
                    "opened": result["open_all"]["opened"],
                    "cpu_ms_per_request": result["cpu_ms_per_request"],
@@ -153,7 +161,9 @@ def measure(url: str, envs: dict[str, Any], levels: list[int], names: list[str],
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| transport | sessions | client CPU ms/request | client cores | episodes/s | "
              "load average |", "|---|---:|---:|---:|---:|---|"]
-    lines += [f"| {r['transport']} | {r['sessions']} | {r['cpu_ms_per_request']} | "
+    lines += [f"| {r['transport']} | {r['sessions']} | no figures: {r['failed'][:80]} | | | |"
+              if "failed" in r else
+              f"| {r['transport']} | {r['sessions']} | {r['cpu_ms_per_request']} | "
               f"{r['cpu_share']} | {r['episodes_per_second']} | "
               f"{r['load_average'][0]}-{r['load_average'][1]} |" for r in rows]
     return "\n".join(lines)
@@ -175,7 +185,8 @@ def main() -> None:
     try:
         gateway.start()
         gateway.wait_ready()
-        rows = measure(gateway.url, envs, args.levels, available(args.candidates), args.window)
+        rows = measure(gateway.url, envs, args.levels, available(args.candidates), args.window,
+                       say=lambda text: print(text, flush=True))
     finally:
         gateway.stop()
         shutil.rmtree(scratch, ignore_errors=True)
