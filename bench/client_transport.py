@@ -6,7 +6,9 @@ for each candidate at each number of concurrent sessions, against a real `envsca
 
 Each candidate drives the trainer's pattern (`bench.rollouts`, ``reset``: a session per lane, reset
 per episode, the reference solution, validate) in its own process, through `AsyncEnvClient` with
-the candidate as its ``httpx`` transport (request building, answers and retries stay the same):
+the candidate as its ``httpx`` transport (request building, answers and retries stay the same), on
+the same sessions: opened once per level beforehand (how fast the gateway opens them is the batch
+phase's figure, not the transport's), attached to by each candidate's process.
 
 - ``httpx-default``: httpx's pool (httpcore) with httpx's default limits (100 connections, 20 kept
   alive): the client before this measurement;
@@ -19,6 +21,7 @@ the candidate as its ``httpx`` transport (request building, answers and retries 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
@@ -127,31 +130,48 @@ def available(names: list[str]) -> list[str]:
     return names
 
 
+async def open_sessions(url: str, work: list[list[dict[str, Any]]],
+                        parallel: int = 32) -> list[list[str | None]]:
+    """A session per lane on its last scenario, ``parallel`` opening at a time, each waited for
+    as long as the gateway takes; ``[id, agent_token]`` each."""
+    async with AsyncEnvClient(url, read_timeout=600.0,
+                              limits=connection_limits(parallel)) as client:
+        gate = asyncio.Semaphore(parallel)
+
+        async def one(lane: list[dict[str, Any]]) -> list[str | None]:
+            async with gate:
+                session = await client.create_session(lane[-1]["env"], lane[-1]["scenario"])
+                return [session.id, session.agent_token]
+
+        return list(await asyncio.gather(*map(one, work)))
+
+
 def measure(url: str, envs: dict[str, Any], levels: list[int], names: list[str],
             window: float, say: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """One run per candidate and level, each in a client process of its own."""
     rows = []
     for level in levels:
         work = [[asdict(episode) for episode in lane] for lane in lanes(envs, level)]
+        sessions = asyncio.run(open_sessions(url, work))
+        say(f"{level} sessions open")
         for name in names:
             load_before = os.getloadavg()[0]
             try:
                 result = rollouts.spawn({"url": url, "pattern": "reset", "window": window,
-                                         "lanes": work, "transport": name},
-                                        timeout=window + STALLED)
+                                         "lanes": work, "transport": name,
+                                         "sessions": sessions}, timeout=window + STALLED)
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 say(f"{name:14} {level:4} sessions: no figures, {str(exc)[-300:]}")
                 rows.append({"transport": name, "sessions": level, "failed": str(exc)[-300:]})
                 continue
             row = {"transport": name, "sessions": level,
-                   "opened": result["open_all"]["opened"],
                    "cpu_ms_per_request": result["cpu_ms_per_request"],
                    "cpu_share": result["cpu_share"],
                    "episodes_per_second": result["episodes_per_second"],
                    "requests": result["requests"], "errors": result["errors"],
                    "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)]}
             rows.append(row)
-            say(f"{name:14} {level:4} sessions ({row['opened']} opened): "
+            say(f"{name:14} {level:4} sessions: "
                 f"{row['cpu_ms_per_request']} ms CPU/request, {row['cpu_share']} cores, "
                 f"{row['episodes_per_second']} episodes/s, errors {row['errors'] or 0}, "
                 f"load {row['load_average']}")

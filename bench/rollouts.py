@@ -6,7 +6,9 @@ makes it). Runs as its own process, so the client's CPU (``time.process_time``) 
     python -m bench.rollouts < spec.json > result.json
 
 spec: ``{"url", "pattern", "window", "lanes": [[{"env", "scenario", "solution"}, ...], ...]}``, and
-``"transport"`` naming one of `bench.client_transport.CANDIDATES` to measure it instead.
+``"transport"`` naming one of `bench.client_transport.CANDIDATES` to measure it instead;
+``"sessions"``: ``[id, agent_token]`` per lane, sessions opened before (the ``reset`` pattern then
+attaches to them and leaves them open).
 Each lane is one concurrent trainer worker, on one environment; it runs its episodes one after
 another, cycling, and starts new ones for ``window`` seconds (one at least). Patterns:
 
@@ -136,7 +138,10 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
     batch: dict[str, Any] = {}
     async with make_client(spec) as client:
         sessions: list[Any] = []
-        if pattern == "reset":
+        if pattern == "reset" and spec.get("sessions"):
+            sessions = list(await asyncio.gather(*(client.session(*pair)
+                                                   for pair in spec["sessions"])))
+        elif pattern == "reset":
             sessions, batch["open_all"], batch["memory"] = await _open_sessions(client, lanes,
                                                                                 tally)
         cpu_before, started = time.process_time(), time.perf_counter()
@@ -149,7 +154,7 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
         await asyncio.gather(*(guarded(lane, tally) for lane in work))
         wall = time.perf_counter() - started
         cpu = time.process_time() - cpu_before
-        if pattern == "reset":
+        if "open_all" in batch:
             batch["close_all"] = await _close_sessions([s for s in sessions if s], tally)
     client_name = spec.get("transport") or "envscaler_client.AsyncEnvClient, a connection per lane"
     return _result(pattern, len(lanes), window, wall, cpu, tally) | batch | {"client": client_name}

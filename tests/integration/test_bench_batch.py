@@ -1,6 +1,7 @@
-"""The benchmark's batch phase (`bench.batch`) with a few lanes against a real gateway (`envscaler
-serve`, Docker backend, its own Redis): every figure of the report is produced, opens the gateway
-refuses are counted rather than fatal, and every session opened is closed. Speed is the
+"""The benchmark's batch phase (`bench.batch`) and the transport measurement
+(`bench.client_transport`) with a few lanes against a real gateway (`envscaler serve`, Docker
+backend, its own Redis): every figure of the report is produced, opens the gateway refuses are
+counted rather than fatal, and every session the batch opened is closed. Speed is the
 benchmark's to measure, never asserted here."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import batch, report
+from bench import batch, client_transport, report
 from bench.gateway import Gateway, GatewayOptions
 from bench.http import HttpConnection
 from bench.workload import load_envs
@@ -86,3 +87,18 @@ def test_opens_the_gateway_refuses_are_reported_and_the_rest_run_and_close(
     assert figures["episodes"] == opened and figures["rewards"]["1.0"] == opened
     assert figures["close_all"]["closed"] == opened and figures["close_all"]["failed"] == 0
     assert live_sessions(small_gateway) == 0
+
+
+@pytest.mark.timeout(300)
+def test_the_transport_measurement_runs_each_candidate_on_the_same_sessions(
+        small_gateway: Gateway) -> None:
+    envs = load_envs(Settings().catalogue, ())
+    rows = client_transport.measure(small_gateway.url, envs, [2], ["envscaler", "httpx-default"],
+                                    window=0.0, say=lambda _line: None)
+
+    assert [(row["transport"], row["sessions"]) for row in rows] == [
+        ("envscaler", 2), ("httpx-default", 2)]
+    for row in rows:
+        assert row["errors"] == {} and row["requests"] > 0 and row["cpu_ms_per_request"] > 0
+    assert live_sessions(small_gateway) == 2  # opened once, attached to by both, left open
+    assert "| envscaler | 2 |" in client_transport.table(rows)
