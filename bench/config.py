@@ -24,6 +24,8 @@ class BenchConfig:
     resets: int = 50
     validations: int = 20           # one at a time, on a scenario with 4 checks
     validate_concurrency: int = 64  # validations at once, one session each (of the call sessions)
+    fork_rounds: int = 10           # groups had by one fork, by opens, by opens given the prefix
+    fork_count: int = 8             # sessions of a group (the paper's GRPO group)
     baseline_calls: int = 20000     # direct method calls in the throwaway container
     runtime_calls: int = 2000       # round trips to a sandbox runtime, no gateway
     host_calls: int = 2000          # the same round trips through a sandbox host (TCP)
@@ -39,7 +41,6 @@ class BenchConfig:
     inprocess_seconds: float = 2.0  # in-process episodes, timed for at least this long
     batch_lanes: int = 512          # the batch phase: sessions opened at once by one client,
     batch_window: float = 30.0      # running episodes for this long (bench/batch.py)
-    max_containers_per_second: float = 100.0  # ENVSCALER_SANDBOX_CREATE_RATE of the gateway
     # the large-state environment (bench/largestate.py): database sizes (MB), and per size the
     # sessions opened, calls, state reads and validations, one at a time
     large_state_sizes: tuple[float, ...] = (1, 3, 30)
@@ -74,6 +75,7 @@ def preset(mode: str) -> BenchConfig:
         return BenchConfig(mode="tiny", envs=("library_loans",), levels={"library_loans": (1, 4)},
                            warmup=0.1, duration=0.5, pool_size=3, warm_creations=2,
                            cold_creations=2, resets=3, validations=2, validate_concurrency=3,
+                           fork_rounds=1, fork_count=2,
                            baseline_calls=200, runtime_calls=50, density_sessions=6,
                            density_concurrency=4, episode_levels={"open": (3,), "reset": (3, 6)},
                            episode_window=0.0, inprocess_seconds=0.0, batch_lanes=4,

@@ -38,9 +38,8 @@ LEASE_EXPIRED = "session lock lease ran out before release"  # the gateway's war
 class GatewayOptions:
     workers: int | None = None   # None: `envscaler serve`'s default
     pool_size: int = 8            # per worker
-    create_rate: float = 100.0    # per worker; the engine is the limit, not the token bucket
     max_sandboxes: int = 1024     # per worker
-    log_level: str = "WARNING"
+    log_level: str = "INFO"        # the gateway's default: what its users run
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -74,7 +73,6 @@ class Gateway:
         env = {**os.environ, "ENVSCALER_REDIS_URL": self.redis.url,
                "ENVSCALER_SANDBOX_IMAGE": self.image, "ENVSCALER_SANDBOX_BACKEND": "docker",
                "ENVSCALER_POOL_SIZE": str(o.pool_size),
-               "ENVSCALER_SANDBOX_CREATE_RATE": str(o.create_rate),
                "ENVSCALER_MAX_SANDBOXES": str(o.max_sandboxes),
                "ENVSCALER_SOCKET_ROOT": str(self.socket_root), "ENVSCALER_LOG_LEVEL": o.log_level,
                "ENVSCALER_STATE_DIR": str(self.scratch / "state"), **o.env}

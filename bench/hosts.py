@@ -44,7 +44,7 @@ class Hosts:
 
     def __init__(self, image: str, scratch: Path, pool_size: int) -> None:
         self.image, self.scratch, self.pool_size = image, scratch, pool_size
-        self.secret = secrets.token_hex(16)
+        self.secret = secrets.token_hex(32)
         self.redis = EmbeddedRedis(scratch / "hosts-redis", persistent=False).start()
         self.processes: list[subprocess.Popen[bytes]] = []
         self.roots: list[Path] = []

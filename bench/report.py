@@ -83,6 +83,7 @@ def floors(results: dict[str, Any]) -> list[dict[str, Any]]:
         _density_floor(results.get("density") or {}),
         *_batch_floors(results.get("batch") or {}, runs),
         *_large_state_floors(results.get("large_state") or {}),
+        _fork_floor(results.get("forks") or {}),
     ]
 
 
@@ -109,6 +110,14 @@ def _batch_floors(batch: dict[str, Any], runs: dict[str, Any]) -> list[dict[str,
                f"{FLOOR_EPISODES_AT}", f">= {FLOOR_BATCH_RATIO:g}x", ratio, "x",
                lambda v: v >= FLOOR_BATCH_RATIO),
     ]
+
+
+def _fork_floor(forked: dict[str, Any]) -> dict[str, Any]:
+    """Forking N costs no more than opening N (the issue's floor), compared by p50."""
+    fork, opened = _get(forked, "fork", "p50_ms"), _get(forked, "open", "p50_ms")
+    ratio = None if fork is None or not opened else round(fork / opened, 2)
+    return _floor(f"fork of {forked.get('count', 8)} at step k / opening as many, p50", "<= 1",
+                  ratio, "x", lambda v: v <= 1)
 
 
 def _large_state_floors(large: dict[str, Any]) -> list[dict[str, Any]]:
@@ -283,6 +292,7 @@ def markdown(results: dict[str, Any]) -> str:
                   f"{_ms(c['summary'].get('p99_ms'))} |")]
 
     lines += _validation(results.get("validate"))
+    lines += _forks(results.get("forks"))
     lines += _episodes(results.get("episodes"))
     lines += _batch(results.get("batch"))
     lines += _large_state(results.get("large_state"))
@@ -335,6 +345,19 @@ def _validation(v: dict[str, Any] | None) -> list[str]:
         s = r.get("summary", r)  # concurrency 1: a plain summary; more: the load generator's
         lines.append(f"| {level} | {s['n']} | {_ms(s.get('p50_ms'))} | {_ms(s.get('p99_ms'))} | "
                      f"{r.get('failed', 0)} |")
+    return lines
+
+
+def _forks(f: dict[str, Any] | None) -> list[str]:
+    if not f:
+        return []
+    n = f["count"]
+    lines = ["", (f"## Fork against open ({f['env']} `{f['scenario']}`: a group of {n} at step "
+             f"{f['step']}, {f['rounds']} rounds, one request at a time)"), "",
+             "| how the group is had | p50 | p99 |", "| --- | ---: | ---: |"]
+    for key, name in (("fork", f"one fork of {n}"), ("open", f"{n} opens (step 0)"),
+                      ("open_and_replay", f"{n} opens, each given the {f['step']} calls")):
+        lines.append(f"| {name} | {_ms(f[key].get('p50_ms'))} | {_ms(f[key].get('p99_ms'))} |")
     return lines
 
 

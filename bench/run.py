@@ -13,6 +13,8 @@ Phases, in order (each waits for the machine to be quiet first, and records how 
 5. density: sessions topped up to ``density_sessions``, memory per session, calls across all;
 6. validation of a solved 4-check scenario (live call sessions reset to it), one at a time and
    ``validate_concurrency`` at once;
+   then a group of ``fork_count`` sessions at step k of that scenario, by one fork request
+   against as many opens (``bench.forks``);
 7. episodes: whole in-process episodes (throwaway container, one core), then reference episodes
    through ``AsyncEnvClient`` (its own process) at each concurrency of ``episode_levels``, opening
    a session per episode or resetting one per lane; lease expiries from the gateway's log;
@@ -40,7 +42,18 @@ from typing import Any
 import docker
 from docker.errors import DockerException
 
-from bench import baseline, batch, calls, density, hosts, largestate, lifecycle, report, rollouts
+from bench import (
+    baseline,
+    batch,
+    calls,
+    density,
+    forks,
+    hosts,
+    largestate,
+    lifecycle,
+    report,
+    rollouts,
+)
 from bench.config import BenchConfig
 from bench.gateway import LEASE_EXPIRED, Gateway, GatewayOptions, remove_containers
 from bench.procstat import CpuMeter, wait_for_quiet
@@ -99,8 +112,7 @@ class Run:
                      "probes": {e: p.body() | {"scenario": p.scenario} for e, p in probes.items()}},
             "config": config.to_dict()}
         scratch = Path(tempfile.mkdtemp(prefix="envscaler-bench-"))
-        gateway = Gateway(GatewayOptions(workers=config.workers, pool_size=config.pool_size,
-                                         create_rate=config.max_containers_per_second),
+        gateway = Gateway(GatewayOptions(workers=config.workers, pool_size=config.pool_size),
                           image, scratch)
         self.gateways.append(gateway)
         left = 0
@@ -123,6 +135,7 @@ class Run:
             results["hosts"] = self.hosts(image, envs[main_env], probes[main_env], scratch)
             results["density"] = self.density(gateway, probes, live, redis_before)
             results["validate"] = self.validate(gateway, envs[main_env], live[main_env])
+            results["forks"] = self.forks(gateway, envs[main_env])
             most = max(config.batch_lanes, *(level for levels in config.episode_levels.values()
                                              for level in levels))
             if sum(map(len, live.values())) + most > RELEASE_ABOVE:
@@ -288,6 +301,21 @@ class Run:
                 "checks": one["checks_per_validation"], "reward": one["reward"],
                 "concurrency": {"1": one, str(len(ids)): many}}
 
+    def forks(self, gateway: Gateway, env: Any) -> dict[str, Any]:
+        """A group at step k of an episode by one fork request, against opening it."""
+        started = time.perf_counter()
+        episode = scenario_with_checks(env, VALIDATE_CHECKS)
+        self.wait_quiet("forks")
+        result = forks.fork_vs_open(gateway.port, episode, self.config.fork_rounds,
+                                    self.config.fork_count)
+        gateway.wait_ready()  # the pool refilled before the next figure
+        self.say(f"  fork of {result['count']} at step {result['step']}: p50 "
+                 f"{result['fork'].get('p50_ms')} ms; opening {result['count']}: "
+                 f"{result['open'].get('p50_ms')} ms, and giving each the prefix: "
+                 f"{result['open_and_replay'].get('p50_ms')} ms")
+        self.phase("fork against open", started)
+        return result
+
     def episodes(self, gateway: Gateway, image: str, envs: dict[str, Any]) -> dict[str, Any]:
         """Whole episodes in-process (one core), then through the gateway at each concurrency,
         opening a session per episode and resetting one per lane."""
@@ -336,9 +364,7 @@ class Run:
 
     def cold_creation(self, image: str, scratch: Path, probe_: Any) -> dict[str, Any]:
         started = time.perf_counter()
-        gateway = Gateway(GatewayOptions(workers=1, pool_size=0,
-                                         create_rate=self.config.max_containers_per_second),
-                          image, scratch)
+        gateway = Gateway(GatewayOptions(workers=1, pool_size=0), image, scratch)
         self.gateways.append(gateway)
         try:
             gateway.start()
@@ -361,7 +387,6 @@ class Run:
                                            beside=(Settings().catalogue / probe_.env,))
         gateway = Gateway(GatewayOptions(workers=config.workers,
                                          pool_size=config.large_state_opens + 2,
-                                         create_rate=config.max_containers_per_second,
                                          env={"ENVSCALER_CATALOGUE": str(catalogue)}),
                           image, scratch)
         self.gateways.append(gateway)

@@ -48,7 +48,7 @@ async def run(samples: int) -> dict[str, object]:
     scenario = env.scenarios[0]
     config = SandboxConfig(sandbox_image=image,
                            socket_root=Path(f"/tmp/esb-{secrets.token_hex(3)}"),
-                           pool_size=samples, sandbox_create_rate=1000,
+                           pool_size=samples, sandbox_create_concurrency=16,
                            labels={"envscaler.bench": "1"})
     pool = SandboxPool(DockerBackend(config, f"bench-{secrets.token_hex(3)}"), config)
     await pool.start()

@@ -22,11 +22,12 @@ from envscaler_client import (
     SessionClosedError,
     TransportError,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.text import Text
 
 from server.settings import DEFAULT_CATALOGUE as DEFAULT_CATALOGUE
+from server.settings import Settings
 
 Url = Annotated[str, typer.Option("--url", envvar="ENVSCALER_URL", help="The gateway's URL.")]
 """``url: Url = DEFAULT_URL`` (`envscaler_client.DEFAULT_URL`)."""
@@ -99,6 +100,18 @@ def fail(message: str, what_to_do: str, status: int = 1) -> NoReturn:
     err.print(Text.assemble(("error: ", "red"), message))
     err.print(what_to_do, style="yellow")
     raise typer.Exit(status)
+
+
+def settings() -> Settings:
+    """The ENVSCALER_* settings; one refused (a weak cluster secret, a size that is none) ends
+    the command with why, exit status 2, rather than a traceback (and without the value, which
+    may be a secret)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        fail("; ".join(f"{'.'.join(map(str, error['loc']))}: {error['msg']}"
+                       for error in exc.errors(include_url=False, include_input=False)),
+             "fix the setting named above (see the README's Configuration)", 2)
 
 
 @contextmanager

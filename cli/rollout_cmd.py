@@ -33,6 +33,7 @@ from envscaler_client.rollout import (
     Policy,
     ReferencePolicy,
     SimulatedUser,
+    grouped,
     load_references,
     run_rollouts,
 )
@@ -111,6 +112,9 @@ def rollout(
             show_default=False)] = None,
         seed: Annotated[int, typer.Option(min=0, help="Seed of the first episode of each "
                                           "scenario (sandbox and model).")] = 0,
+        group_size: Annotated[int, typer.Option(min=1, max=65, help="Episodes per scenario and "
+                                                "seed, started together on forks of one session "
+                                                "(GRPO's group).")] = 1,
         samples: Annotated[int, typer.Option(min=1, help="Episodes per scenario, with seeds "
                                              "--seed, --seed+1, ...")] = 1,
         limit: Annotated[int | None, typer.Option(
@@ -159,7 +163,7 @@ def rollout(
                 fail(str(exc), "pass --catalogue PATH (or set ENVSCALER_CATALOGUE) to the folder "
                      "of environments the gateway serves")
     plan = _Plan(env=env, scenarios=scenario, split=split, mode=mode.value, seed=seed,
-                 samples=samples)
+                 samples=samples, group_size=group_size)
     try:
         with explained(url):
             summary = asyncio.run(_run(
@@ -177,9 +181,10 @@ def rollout(
 
 class _Plan:
     def __init__(self, env: list[str], scenarios: list[str] | None, split: str | None, mode: str,
-                 seed: int, samples: int) -> None:
+                 seed: int, samples: int, group_size: int = 1) -> None:
         self.env, self.scenarios, self.split = env, scenarios, split
         self.mode, self.seed, self.samples = mode, seed, samples
+        self.group_size = group_size
 
 
 async def _specs(client: AsyncEnvClient, plan: _Plan) -> list[EpisodeSpec]:
@@ -199,7 +204,7 @@ async def _specs(client: AsyncEnvClient, plan: _Plan) -> list[EpisodeSpec]:
                  f"list them with `envscaler scenarios {name}`")
         specs += [EpisodeSpec(name, s.id, plan.seed + n, plan.mode, s.split)
                   for s in listed for n in range(plan.samples)]
-    return specs
+    return grouped(specs, plan.group_size)
 
 
 async def _probe(policy: ChatCompletionsPolicy, what: str, key_env: str) -> None:
@@ -228,7 +233,8 @@ async def _run(plan: _Plan, out_path: Path, url: str, api_key: str | None, kind:
                retry_errors: bool, reuse_sessions: bool) -> dict[str, Any]:
     agent: ChatCompletionsPolicy | None = None
     user: SimulatedUser | None = None
-    async with AsyncEnvClient(url, api_key, limits=connection_limits(concurrency)) as client:
+    width = max(concurrency, plan.group_size)  # sessions at once: a group runs whole
+    async with AsyncEnvClient(url, api_key, limits=connection_limits(width)) as client:
         await client.health()  # unreachable or refused: one explained error
         specs = await _specs(client, plan)
         unsolved = 0

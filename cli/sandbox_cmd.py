@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from cli._common import DEFAULT_CATALOGUE, CataloguePath
+from cli._common import settings as load_settings
 
 app = typer.Typer(no_args_is_help=True, help="Build the sandbox images; remove leftover "
                   "sandboxes; serve a node's sandboxes to gateways (host).")
@@ -79,9 +80,8 @@ def host(listen: str = typer.Option(..., help="HOST:PORT to serve gateways on"),
     from sandbox.remote.host import HostAddress
     from sandbox.remote.wire import split_address
     from server.sandbox_host import check, run_host
-    from server.settings import Settings
 
-    settings = Settings()
+    settings = load_settings()
     try:
         split_address(listen)
         split_address(advertise or listen)

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from cli._common import DEFAULT_CATALOGUE, CataloguePath
+from cli._common import settings as load_settings
 from cli.sandbox_cmd import requirement_images
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def serve(
     from server.settings import Settings
 
     os.environ["ENVSCALER_CATALOGUE"] = str(catalogue.resolve())  # for the workers too
-    settings = Settings()
+    settings = load_settings()
     if not settings.api_keys:
         if not _is_loopback(host):
             console.print(f"[red]error:[/red] refusing to bind {host} with no API keys; set "
@@ -123,13 +124,14 @@ def _ray_hosts(address: str, settings: Settings) -> Iterator[None]:
     try:
         import ray
 
-        from server.ray_hosts import RayHosts, environment
+        from server.ray_hosts import RayHosts
+        from server.sandbox_host import host_settings
     except ImportError:
         console.print("[red]error:[/red] --ray needs Ray: pip install .[ray]")
         raise typer.Exit(2) from None
-    os.environ.setdefault("ENVSCALER_CLUSTER_SECRET", secrets.token_hex(32))
+    secret = os.environ.setdefault("ENVSCALER_CLUSTER_SECRET", secrets.token_hex(32))
     ray.init(address=address)  # its SIGTERM handler exits by SystemExit: the clean-up runs
-    hosts = RayHosts(environment())
+    hosts = RayHosts(host_settings(settings.model_copy(update={"cluster_secret": secret})))
     try:
         with console.status("starting a sandbox host on each node"):
             hosts.sync()

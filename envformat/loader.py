@@ -25,6 +25,7 @@ from jsonschema.exceptions import best_match
 from pydantic import BaseModel, ValidationError
 
 from envformat.models import EnvManifest, Scenario, ToolCall
+from envformat.ownfiles import read_own_file
 from envformat.toolschema import ToolSchemaError, derive_tools, public_tool_names
 from sandbox.runtime import mergepatch
 
@@ -116,6 +117,9 @@ def load_catalogue(root: Path, *, strict: bool = False) -> Catalogue:
         if not folder.is_dir() or folder.name.startswith((".", "_")):
             continue
         try:
+            if folder.is_symlink():
+                raise FormatError(folder, "is a symbolic link; an environment's folder must be "
+                                  "its own, not a link")
             envs[folder.name] = load_env(folder, strict=strict)
         except FormatError as exc:
             if strict:
@@ -129,8 +133,8 @@ def load_env(path: Path, *, strict: bool = False) -> EnvPackage:
     files, except a bad scenario line, which is skipped (``EnvPackage.skipped``) unless
     ``strict``."""
     source_path, manifest_path = path / ENV_SOURCE, path / ENV_MANIFEST
-    source_bytes = _read_bytes(source_path)
-    manifest = _validate(EnvManifest, _parse_json(manifest_path, _read_text(manifest_path)),
+    source_bytes = _read_bytes(path, ENV_SOURCE)
+    manifest = _validate(EnvManifest, _parse_json(manifest_path, _read_text(path, ENV_MANIFEST)),
                          manifest_path, None)
     if manifest.id != path.name:
         raise FormatError(manifest_path, f"{manifest.id!r} does not match the folder name "
@@ -144,8 +148,8 @@ def load_env(path: Path, *, strict: bool = False) -> EnvPackage:
     if manifest.tools != tools:
         raise FormatError(manifest_path, f"differ from the schemas derived from {ENV_SOURCE}; "
                           f"{sync_hint}", field=_first_difference("tools", manifest.tools, tools))
-    data = _DataFiles(path / ENV_DATA)
-    scenarios, skipped = _load_scenarios(path / ENV_SCENARIOS, manifest, data)
+    data = _DataFiles(path)
+    scenarios, skipped = _load_scenarios(path, manifest, data)
     if strict and skipped:
         raise skipped[0]
     return EnvPackage(path=path, manifest=manifest, source=source, scenarios=scenarios,
@@ -159,8 +163,8 @@ def sync_manifest(env_dir: Path) -> bool:
     newline) so it diffs cleanly and a second sync is a no-op. True when the file changed.
     """
     manifest_path = env_dir / ENV_MANIFEST
-    source_bytes = _read_bytes(env_dir / ENV_SOURCE)
-    before = _read_text(manifest_path)
+    source_bytes = _read_bytes(env_dir, ENV_SOURCE)
+    before = _read_text(env_dir, ENV_MANIFEST)
     data = _parse_json(manifest_path, before)
     if isinstance(data, dict):  # otherwise validation below reports it
         data["tools"] = []
@@ -180,10 +184,11 @@ def sync_manifest(env_dir: Path) -> bool:
 # --- scenarios ----------------------------------------------------------------------------------
 
 class _DataFiles:
-    """The data files of one folder, each read and checked on its first mention only."""
+    """The data files of one environment folder, each read and checked on its first mention
+    only."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+    def __init__(self, env_dir: Path) -> None:
+        self.env_dir = env_dir
         self.texts: dict[str, str] = {}
         self.problems: dict[str, str] = {}
 
@@ -195,11 +200,12 @@ class _DataFiles:
             raise ValueError(self.problems[name])
 
     def _read(self, name: str) -> None:
-        path = self.folder / name
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_own_file(self.env_dir, f"{ENV_DATA}/{name}").decode("utf-8")
             parsed = json.loads(text)
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
+            self.problems[name] = f"cannot read {ENV_DATA}/{name}: {exc.strerror or exc}"
+        except UnicodeDecodeError as exc:
             self.problems[name] = f"cannot read {ENV_DATA}/{name}: {exc}"
         except ValueError as exc:
             self.problems[name] = f"{ENV_DATA}/{name} is not JSON: {exc}"
@@ -211,10 +217,10 @@ class _DataFiles:
                                        "not an object")
 
 
-def _load_scenarios(path: Path, manifest: EnvManifest, data: _DataFiles
+def _load_scenarios(env_dir: Path, manifest: EnvManifest, data: _DataFiles
                     ) -> tuple[tuple[Scenario, ...], tuple[FormatError, ...]]:
-    """The good scenarios of ``path``, and why each other line was skipped."""
-    text = _read_text(path)
+    """The good scenarios of the folder's scenario file, and why each other line was skipped."""
+    path, text = env_dir / ENV_SCENARIOS, _read_text(env_dir, ENV_SCENARIOS)
     validators = {tool["function"]["name"]: Draft202012Validator(tool["function"]["parameters"])
                   for tool in manifest.tools}
     scenarios: list[Scenario] = []
@@ -309,9 +315,11 @@ def check_func_problem(source: str) -> str | None:
 
 # --- shared helpers -----------------------------------------------------------------------------
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(env_dir: Path, name: str) -> bytes:
+    """A file of the environment's folder (links refused: ``envformat.ownfiles``)."""
+    path = env_dir / name
     try:
-        return path.read_bytes()
+        return read_own_file(env_dir, name)
     except FileNotFoundError:
         raise FormatError(path, "is missing") from None
     except OSError as exc:
@@ -325,8 +333,8 @@ def _decode(path: Path, data: bytes) -> str:
         raise FormatError(path, f"is not UTF-8 (byte {exc.start})") from None
 
 
-def _read_text(path: Path) -> str:
-    return _decode(path, _read_bytes(path))
+def _read_text(env_dir: Path, name: str) -> str:
+    return _decode(env_dir / name, _read_bytes(env_dir, name))
 
 
 def _parse_json(path: Path, text: str) -> Any:

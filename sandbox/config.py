@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import ssl
 from dataclasses import dataclass, field
@@ -22,16 +24,53 @@ def parse_size(text: str) -> int:
     return int(float(match[1]) * _UNITS[match[2].lower()])
 
 
+MIN_SECRET_BYTES = 32
+MIN_SECRET_VALUES = 16  # distinct byte values: 32 random bytes hold ~30; "abab..." holds 2
+SECRET_HINT = "make one with `openssl rand -hex 32`"
+
+
+def secret_problem(text: str) -> str | None:
+    """Why ``text`` cannot be the cluster secret, or None. The secret keys every proof and every
+    frame between gateways and hosts, and a host proves it to anyone who connects: a guessable
+    one is recovered offline from a single handshake. So it must be at least
+    ``MIN_SECRET_BYTES`` random bytes, written in hex or base64."""
+    raw = _decoded(text.strip())
+    if raw is None:
+        return f"is not hex or base64; {SECRET_HINT}"
+    if len(raw) < MIN_SECRET_BYTES:
+        return (f"holds {len(raw)} bytes; it must be at least {MIN_SECRET_BYTES} random bytes: "
+                f"{SECRET_HINT}")
+    if len(set(raw)) < MIN_SECRET_VALUES:
+        return f"repeats a few bytes; it must be random: {SECRET_HINT}"
+    return None
+
+
+def _decoded(text: str) -> bytes | None:
+    if re.fullmatch(r"(?:[0-9a-fA-F]{2})+", text):
+        return bytes.fromhex(text)
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_"
+                                if re.search(r"[-_]", text) else None, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
 @dataclass(frozen=True)
 class ClusterAuth:
     """What gateways and sandbox hosts need to trust each other (``sandbox.remote.wire``): the
     shared cluster secret and, optionally, TLS (a host's certificate and key; the CA file a
-    gateway checks it with)."""
+    gateway checks it with). A weak secret is refused here (``ValueError``), wherever the
+    secret comes from."""
 
     secret: bytes
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_ca: Path | None = None
+
+    def __post_init__(self) -> None:
+        problem = secret_problem(self.secret.decode("utf-8", "replace"))
+        if problem is not None:
+            raise ValueError(f"ENVSCALER_CLUSTER_SECRET {problem}")
 
     def server_tls(self) -> ssl.SSLContext | None:
         if self.tls_cert is None:
@@ -73,8 +112,7 @@ class SandboxConfig:
     start_timeout: float = 20.0
     pool_size: int = 4
     max_sandboxes: int = 1024
-    sandbox_create_rate: float = 20.0  # sandbox creations per second, warm and cold starts
-    create_concurrency: int = 4
+    sandbox_create_concurrency: int = 8  # sandbox creations in flight at once, per pool
     heartbeat_interval: float = 5.0
     docker_timeout: float = 15.0  # seconds for a Docker engine request, and for a free thread
     docker_threads: int = 16  # threads of the Docker backend's own for engine calls

@@ -48,3 +48,8 @@ class RuntimeFault(SandboxError):
 
 class SandboxStale(SandboxError):
     """The container was recycled since this handle was taken: it belongs to someone else now."""
+
+
+class PointMismatch(SandboxError):
+    """A sandbox that imported a point holds another state than the one exported: the copy is
+    not exact (an object that pickles without all it holds), so it must not be served."""

@@ -1,4 +1,4 @@
-"""A warm pool of ready sandboxes, refilled in the background under a creation-rate limit.
+"""A warm pool of ready sandboxes that follows demand.
 
 Pooled sandboxes are environment-agnostic: a session claims one and loads its environment into
 it. When the session ends, its sandbox comes back (``release``), to the pool of whichever gateway
@@ -6,7 +6,13 @@ process ended the session: where the backend can, the container's keeper restart
 place (every process killed, ``/tmp`` wiped, a fresh interpreter: nothing of the session
 reachable) and the sandbox is ready again without the engine's help; otherwise it is destroyed.
 Recycled sandboxes may hold the pool above its target while sessions come and go; what stays idle
-beyond the target is destroyed after ``IDLE_SURPLUS_SECONDS``. Cold creation refills the rest.
+beyond the target is destroyed after ``IDLE_SURPLUS_SECONDS``, so a trainer's batch that comes
+back every training step finds its sandboxes warm, and an idle pool shrinks back to its target.
+
+Creation is bounded by how many the engine creates at once (``create_concurrency``), never by a
+fixed rate: a burst of claims creates in parallel as fast as the engine goes, each claim waiting
+its turn (at most ``start_timeout``, then 503) rather than being refused, and the background
+refill steps aside while claims wait.
 """
 
 from __future__ import annotations
@@ -30,29 +36,9 @@ log = logging.getLogger("envscaler.sandbox.pool")
 CLAIM_PING_TIMEOUT = 1.0
 RECYCLE_TIMEOUT = 5.0
 RECYCLE_WAIT = 0.5  # a claim with nothing ready waits this long for a recycle in flight
-MAX_RATE_WAIT = 2.0
 FAILURE_BACKOFF = 2.0
 SWEEP_INTERVAL = 10.0  # seconds between liveness probes of the warm sandboxes
-IDLE_SURPLUS_SECONDS = 30.0  # a warm sandbox beyond the target is destroyed after this long idle
-
-
-class RateLimiter:
-    """Token bucket: at most ``rate`` acquisitions per second, bursts up to ``burst``."""
-
-    def __init__(self, rate: float, burst: float) -> None:
-        self.rate, self.burst = rate, burst
-        self._tokens, self._stamp = burst, time.monotonic()
-
-    def delay(self) -> float:
-        """Take a token now and return how long the caller must wait before using it."""
-        now = time.monotonic()
-        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
-        self._stamp = now
-        self._tokens -= 1
-        return max(0.0, -self._tokens / self.rate)
-
-    def refund(self) -> None:
-        self._tokens += 1
+IDLE_SURPLUS_SECONDS = 120.0  # a warm sandbox beyond the target is destroyed after this long idle
 
 
 @dataclass
@@ -82,9 +68,8 @@ class SandboxPool:
         self._live = 0  # created by this pool and not yet destroyed, including those being created
         self._started = self._failed = self._recycled = 0
         self._recycling = 0  # sandboxes being recycled, on their way back to ``_ready``
-        self._limiter = RateLimiter(config.sandbox_create_rate,
-                                    burst=max(config.sandbox_create_rate, 1.0))
-        self._creating = asyncio.Semaphore(config.create_concurrency)
+        self._creating = asyncio.Semaphore(config.sandbox_create_concurrency)
+        self._waiting = 0  # cold claims waiting for a creation: the refill steps aside
         self._wanted = asyncio.Event()
         self._refiller: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()  # renames and recycles in flight
@@ -199,24 +184,42 @@ class SandboxPool:
         if self._live >= self.config.max_sandboxes:
             raise CapacityExhausted(f"all {self.config.max_sandboxes} sandboxes are in use",
                                     retry_after=1.0)
-        delay = self._limiter.delay()
-        if cold and delay > MAX_RATE_WAIT:
-            self._limiter.refund()
-            raise CapacityExhausted("sandbox creation rate limit reached",
-                                    retry_after=round(delay, 1))
         self._live += 1
         try:
-            await asyncio.sleep(delay)
-            async with self._creating:
+            await self._turn(cold)
+            try:
                 handle = await self.backend.create({"envscaler.pool": self.name, **labels}, role,
                                                    self.image if role == RUNTIME else None)
+            finally:
+                self._creating.release()
         except BaseException:
             self._live -= 1
             self._failed += 1
             raise
+        finally:
+            if cold:  # the refill stepped aside for this claim: it may go on now
+                self._wanted.set()
         self._started += 1
         return Sandbox(handle, self.backend, on_destroy=self._forget,
                        owner=self if role == RUNTIME else None)
+
+    async def _turn(self, cold: bool) -> None:
+        """A creation slot: a cold claim waits for one up to ``start_timeout`` (the engine is
+        busy with a burst: 503, retry), a refill for as long as it takes."""
+        if not cold:
+            await self._creating.acquire()
+            return
+        self._waiting += 1
+        try:
+            async with asyncio.timeout(self.config.start_timeout):
+                await self._creating.acquire()
+        except TimeoutError:
+            raise CapacityExhausted(
+                f"the engine is busy creating sandboxes (up to {self.config.sandbox_create_concurrency} "
+                f"at once) and none was free within {self.config.start_timeout:g} s",
+                retry_after=1.0) from None
+        finally:
+            self._waiting -= 1
 
     def _forget(self, _sandbox: Sandbox) -> None:
         self._live -= 1
@@ -232,10 +235,10 @@ class SandboxPool:
                 await self._sweep()  # a death sets _wanted: the next turn refills
                 continue
             self._wanted.clear()
-            while (missing := self._missing()) > 0:
+            while (missing := self._missing()) > 0 and not self._waiting:
                 results = await asyncio.gather(
                     *(self._create({"envscaler.session": ""}, cold=False)
-                      for _ in range(min(missing, self.config.create_concurrency))),
+                      for _ in range(min(missing, self.config.sandbox_create_concurrency))),
                     return_exceptions=True)
                 for result in results:
                     if isinstance(result, Sandbox):

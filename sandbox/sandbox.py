@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox.backends.base import CONTROL_NAME, SandboxBackend, SandboxHandle
 from sandbox.client import RuntimeClient
-from sandbox.errors import CallTimeout, RuntimeFault, SandboxError, SandboxGone, SandboxStale
+from sandbox.errors import (
+    CallTimeout,
+    PointMismatch,
+    RuntimeFault,
+    SandboxError,
+    SandboxGone,
+    SandboxStale,
+)
 
 if TYPE_CHECKING:
     from sandbox.pool import SandboxPool
@@ -134,6 +141,22 @@ class Sandbox:
                                "characters")
         return snapshot
 
+    async def export(self, *, timeout: float, executed: int | None = None) -> Point:
+        """The session's point (`import_point` continues from it in a sandbox loaded with the
+        same start); ``RuntimeFault("NotExportable")`` when its objects cannot be copied."""
+        reply = await self._request(timeout, "export", _reply_limit(4 * self.max_state_bytes),
+                                    **_expecting(executed))
+        if not (isinstance(reply, dict) and isinstance(reply.get("point"), str)
+                and isinstance(reply.get("state_sha256"), str)):
+            raise SandboxGone("the runtime answered an export that is not a point")
+        return Point(reply["point"], reply["state_sha256"])
+
+    async def import_point(self, point: Point, *, timeout: float) -> None:
+        """Continue from ``point``; `PointMismatch` when the state here is not the exporter's."""
+        reply = await self._request(timeout, "import_point", point=point.text)
+        if not isinstance(reply, dict) or reply.get("state_sha256") != point.state_sha256:
+            raise PointMismatch("the imported state differs from the exported one")
+
     async def check(self, checks: list[str], snapshot: Snapshot, *, cpu_seconds: float,
                     wall_seconds: float, memory_bytes: int, timeout: float) -> Any:
         """A checker's verdicts on two states (``runtime/checker.py``; checker sandboxes only)."""
@@ -185,6 +208,14 @@ class Sandbox:
         finally:  # whatever the backend says, this sandbox no longer counts against the pool
             if self._on_destroy is not None:
                 self._on_destroy(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """A runtime's exported point: an opaque text, and the digest of the state it holds."""
+
+    text: str
+    state_sha256: str
 
 
 def _reply_limit(max_bytes: int) -> int:

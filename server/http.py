@@ -92,10 +92,12 @@ def server_options(settings: Settings) -> dict[str, Any]:
 
 def gateway_options(settings: Settings) -> dict[str, Any]:
     """`server_options`, and uvicorn's logging at the gateway's log level: how `envscaler serve`
-    and the embedded gateway run it. Access lines are INFO: above that uvicorn would still format
-    each one's client and path for nothing (a few per cent of a tool call's CPU)."""
+    and the embedded gateway run it. Access lines only when asked (``ENVSCALER_ACCESS_LOG``) and
+    logged (INFO or below): else uvicorn would still format each one's client and path for
+    nothing (a few per cent of a tool call's CPU)."""
     return {"log_level": settings.log_level.lower(),
-            "access_log": _logs_info(settings.log_level), **server_options(settings)}
+            "access_log": settings.access_log and _logs_info(settings.log_level),
+            **server_options(settings)}
 
 
 def _logs_info(level: str) -> bool:

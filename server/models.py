@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from server import strictjson
 from server.auth import SESSION_ID_PATTERN
@@ -181,7 +181,13 @@ class CreateSession(BaseModel):
         },
     )
 
-    env: str = Field(description="Environment id", min_length=1, max_length=200)
+    snapshot: str | None = Field(
+        None, description="Open the session at a snapshot's point (`POST "
+        "/v1/sessions/{id}/snapshot`), instead of a scenario or `init_config`",
+        min_length=64, max_length=64, pattern="^[0-9a-f]{64}$")
+    env: str | None = Field(None, description="Environment id (may be omitted with a "
+                            "`snapshot`, which names its own)", min_length=1, max_length=200,
+                            validate_default=True)
     scenario: str | None = Field(
         None, description="Scenario id; omit to start from `init_config`", max_length=200
     )
@@ -190,12 +196,42 @@ class CreateSession(BaseModel):
         description="Initial state when no scenario is given (default `{}`); no checklist then",
     )
 
+    @field_validator("env")
+    @classmethod
+    def _env_or_snapshot(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and info.data.get("snapshot") is None:
+            raise ValueError("env is required (or a snapshot)")
+        return value
+
+    @field_validator("scenario", "init_config")
+    @classmethod
+    def _not_with_a_snapshot(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("snapshot") is not None:
+            raise ValueError("a snapshot is its own start: give no scenario or init_config")
+        return value
+
     @field_validator("init_config")
     @classmethod
     def _strict_json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         return _strict_init_config(value)
 
     seed: int = Field(0, description="Seed of the environment's randomness", ge=0, le=2**63 - 1)
+
+
+class ForkRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True,
+                              json_schema_extra={"examples": [{"count": 8}]})
+
+    count: int = Field(1, ge=1, le=64, description="How many sessions to open at the point")
+
+
+class SnapshotTaken(BaseModel):
+    snapshot_id: str = Field(description="Open sessions there with `POST /v1/sessions "
+                             "{\"snapshot\": ID}`, on any gateway of the same Redis")
+    session_id: str
+    epoch: int
+    step: int
+    expires_in: float = Field(description="Seconds it is kept from now; opening it renews that")
 
 
 class SessionCreated(BaseModel):
@@ -212,6 +248,16 @@ class SessionCreated(BaseModel):
     )
     status: SessionStatus
     created: float
+    epoch: int = Field(0, description="0 for a new session; a fork's or a snapshot's is its "
+                       "origin's")
+    step: int = Field(0, description="Tool calls of the current epoch so far (a fork's: its "
+                      "parent's)")
+
+
+class ForkResult(BaseModel):
+    parent: str = Field(description="The session forked, which goes on")
+    sessions: list[SessionCreated] = Field(description="The new sessions, each at the parent's "
+                                           "point, each with its own agent token")
 
 
 class SessionInfo(BaseModel):

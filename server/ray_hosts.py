@@ -11,7 +11,6 @@ nodes of one machine, as in tests, then keep theirs apart).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -33,34 +32,29 @@ class HostActor:
         self._host: Any = None
         self._redis: Any = None
 
-    async def start(self, environment: dict[str, str], node_id: str) -> dict[str, str]:
-        """Start serving (``environment``: the ENVSCALER_* settings); the host's id and
-        address. Raises when the node cannot run the backend (no Docker engine)."""
+    async def start(self, settings: dict[str, Any], node_id: str) -> dict[str, str]:
+        """Start serving (``settings``: ``server.sandbox_host.host_settings``, the only
+        configuration it takes: not this process's environment); the host's id and address.
+        Raises when the node cannot run the backend (no Docker engine)."""
         from sandbox.backends import make_backend
         from sandbox.pool import SandboxPool
-        from sandbox.remote.host import HostAddress, SandboxHost
-        from common.redisclient import connect
-        from sandbox.remote.registry import HostRegistry
+        from sandbox.remote.host import HostAddress
         from server.app import configure_logging, sandbox_image
-        from server.sandbox_host import check
-        from server.settings import Settings
+        from server.sandbox_host import check, given_host_settings, new_host, registry_redis
 
-        os.environ.update(environment)
-        root = os.environ.get("ENVSCALER_SOCKET_ROOT", "/tmp/envscaler")
-        os.environ["ENVSCALER_SOCKET_ROOT"] = root.replace("{node}", node_id[:12])
-        settings = Settings()
-        check(settings)
-        configure_logging(settings.log_level)
-        config = settings.sandbox_config(image=await sandbox_image(settings))
-        backend = make_backend(config, settings.instance)
+        root = str(settings.get("socket_root", "/tmp/envscaler"))
+        own = given_host_settings({**settings, "socket_root": root.replace("{node}",
+                                                                           node_id[:12])})
+        check(own)
+        configure_logging(own.log_level)
+        config = own.sandbox_config(image=await sandbox_image(own))
+        backend = make_backend(config, own.instance)
         backend.claim_root()
         await backend.health()  # refuse a node the backend cannot work on, before serving
-        assert settings.redis_url is not None
-        self._redis = connect(settings.redis_url)
+        self._redis = registry_redis(own)
         address = f"{ray.util.get_node_ip_address()}:0"
-        self._host = SandboxHost(SandboxPool(backend, config), settings.cluster_auth(),
-                                 HostRegistry(self._redis), HostAddress(address, address),
-                                 settings.host_heartbeat)
+        self._host = new_host(own, SandboxPool(backend, config), self._redis,
+                              HostAddress(address, address))
         await self._host.start()
         return {"id": self._host.id, "address": self._host.address.advertise}
 
@@ -81,8 +75,8 @@ class NodeHost:
 class RayHosts:
     """Keeps one host on each live node that can run one."""
 
-    def __init__(self, environment: dict[str, str]) -> None:
-        self.environment = environment
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings  # server.sandbox_host.host_settings: all a host is given
         self.hosts: dict[str, NodeHost] = {}  # node id -> its host
         self.refused: set[str] = set()  # nodes whose backend does not work (no Docker)
         self._stop = threading.Event()
@@ -102,7 +96,7 @@ class RayHosts:
         actor = HostActor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
             node_id, soft=False)).remote()
         try:
-            info = ray.get(actor.start.remote(self.environment, node_id), timeout=START_TIMEOUT)
+            info = ray.get(actor.start.remote(self.settings, node_id), timeout=START_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - a node without Docker: no host there
             log.warning("no sandbox host on node=%s error=%s", node_id[:12], exc)
             self.refused.add(node_id)
@@ -137,7 +131,3 @@ class RayHosts:
             ray.kill(host.actor)
         self.hosts.clear()
 
-
-def environment() -> dict[str, str]:
-    """The settings hosts take from this process: every ENVSCALER_* variable."""
-    return {key: value for key, value in os.environ.items() if key.startswith("ENVSCALER_")}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from typing import Any
 
 from sandbox.backends import make_backend
 from sandbox.pool import SandboxPool
@@ -13,7 +14,30 @@ from sandbox.remote.host import HostAddress, SandboxHost
 from common.redisclient import connect
 from sandbox.remote.registry import HostRegistry
 from server.app import configure_logging, sandbox_image
-from server.settings import Settings
+from server.settings import GivenSettings, Settings
+
+HOST_SETTINGS = frozenset({
+    "redis_url", "redis_timeout", "log_level", "cluster_secret", "host_tls_cert", "host_tls_key",
+    "host_tls_ca", "host_heartbeat", "sandbox_backend", "sandbox_image", "sandbox_base_image",
+    "sandbox_runtime", "sandbox_memory", "sandbox_cpus", "sandbox_pids", "sandbox_tmpfs",
+    "sandbox_log_size", "socket_root", "docker_timeout", "docker_threads", "pool_size",
+    "max_sandboxes", "sandbox_create_rate"})
+"""What a sandbox host reads of the settings; nothing else is handed to one started elsewhere
+(a Ray actor): not the API keys, not the gateway's limits."""
+
+
+def host_settings(settings: Settings) -> dict[str, Any]:
+    """The settings a host needs, as JSON values, to hand to a host started elsewhere."""
+    return settings.model_dump(mode="json", include=set(HOST_SETTINGS), exclude_none=True)
+
+
+def given_host_settings(values: dict[str, Any]) -> Settings:
+    """A host's settings from ``host_settings`` values alone (``ValueError`` for one it does
+    not take), whatever the environment of the process that reads them."""
+    unknown = set(values) - HOST_SETTINGS
+    if unknown:
+        raise ValueError(f"not settings of a sandbox host: {', '.join(sorted(unknown))}")
+    return GivenSettings(**values)
 
 
 def check(settings: Settings) -> None:
@@ -32,13 +56,10 @@ async def run_host(settings: Settings, address: HostAddress,
     """Serve until SIGTERM or SIGINT, then kill this host's sandboxes and withdraw."""
     check(settings)
     configure_logging(settings.log_level)
-    assert settings.redis_url is not None
     config = settings.sandbox_config(image=await sandbox_image(settings), labels=labels)
-    redis = connect(settings.redis_url, socket_connect_timeout=settings.redis_timeout,
-                    socket_timeout=settings.redis_timeout)
-    pool = SandboxPool(make_backend(config, settings.instance), config)
-    host = SandboxHost(pool, settings.cluster_auth(), HostRegistry(redis), address,
-                       settings.host_heartbeat)
+    redis = registry_redis(settings)
+    host = new_host(settings, SandboxPool(make_backend(config, settings.instance), config),
+                    redis, address)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -49,3 +70,19 @@ async def run_host(settings: Settings, address: HostAddress,
     finally:
         await host.close()
         await redis.aclose()
+
+
+def registry_redis(settings: Settings) -> Any:
+    """The client of the Redis a host publishes itself in."""
+    assert settings.redis_url is not None  # check() refused a host without one
+    return connect(settings.redis_url, socket_connect_timeout=settings.redis_timeout,
+                   socket_timeout=settings.redis_timeout)
+
+
+def new_host(settings: Settings, pool: SandboxPool, redis: Any,
+             address: HostAddress) -> SandboxHost:
+    """The host of ``pool``, publishing itself through ``redis`` with entries the cluster
+    secret signs."""
+    auth = settings.cluster_auth()
+    return SandboxHost(pool, auth, HostRegistry(redis, auth.secret), address,
+                       settings.host_heartbeat)

@@ -9,10 +9,15 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from sandbox.checkers import CheckBudget
-from sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig, parse_size
+from sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig, parse_size, secret_problem
 from server.jsonlimits import JsonLimits
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +37,11 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list,
                                                      description="comma-separated admin keys")
     log_level: str = "INFO"
+    access_log: bool = Field(False, description="uvicorn's line per HTTP request at INFO (off: "
+                             "tool calls are summarised, see log_summary_seconds)")
+    log_summary_seconds: float = Field(60.0, gt=0, description="seconds between a gateway "
+                                       "process's summary lines of its tool calls (each call's "
+                                       "own line is DEBUG)")
     workers: int | None = Field(None, ge=1, description="gateway worker processes of `envscaler "
                                 "serve`; unset: one per CPU this process may run on")
     worker_restart_delay: float = Field(1.0, gt=0, description="seconds before a gateway "
@@ -48,7 +58,9 @@ class Settings(BaseSettings):
         "docker", description="remote: sandboxes on sandbox hosts (`envscaler sandbox host`), "
         "found in the registry in ENVSCALER_REDIS_URL")
     cluster_secret: str | None = Field(None, description="the secret shared by gateways and "
-                                       "sandbox hosts, each proving it holds it on connect")
+                                       "sandbox hosts, each proving it holds it on connect: at "
+                                       "least 32 random bytes in hex or base64 (`openssl rand "
+                                       "-hex 32`)")
     host_tls_cert: Path | None = Field(None, description="a sandbox host's TLS certificate "
                                        "(with host_tls_key): connections to it are encrypted")
     host_tls_key: Path | None = None
@@ -73,7 +85,10 @@ class Settings(BaseSettings):
                                 "calls, apart from every other thread")
     pool_size: int = Field(8, ge=0)
     max_sandboxes: int = Field(1024, ge=1)
-    sandbox_create_rate: float = Field(20.0, gt=0)
+    sandbox_create_concurrency: int = Field(8, ge=1, le=256, description="sandboxes a gateway "
+                                            "process creates at once; a burst of opens beyond "
+                                            "waits its turn (up to the start timeout), never a "
+                                            "fixed rate")
 
     call_timeout: float = Field(5.0, gt=0)
     load_timeout: float = Field(10.0, gt=0, description="seconds to load or reset an environment "
@@ -102,12 +117,13 @@ class Settings(BaseSettings):
     max_json_items: int = Field(10_000, ge=1, description="most items of one JSON array")
     max_json_keys: int = Field(1_000, ge=1, description="most keys of one JSON object")
     max_json_string: int = Field(262_144, ge=64, description="longest JSON string (characters)")
-    max_session_calls: int = Field(10_000, ge=1, description="trajectory entries (calls and "
-                                   "resets) of one session (beyond: 413 QuotaExceeded)")
-    max_trajectory_bytes: int = Field(33_554_432, ge=65_536, description="JSON bytes of one "
-                                      "session's trajectory (beyond: 413 QuotaExceeded)")
+    max_session_calls: int = Field(10_000, ge=1, description="trajectory entries of one "
+                                   "episode (epoch) of a session (beyond: 413 QuotaExceeded)")
+    max_trajectory_bytes: int = Field(33_554_432, ge=65_536, description="JSON bytes of the "
+                                      "trajectory a session keeps (the episode that ended last "
+                                      "and the current one; beyond: 413 QuotaExceeded)")
     max_session_result_bytes: int = Field(16_777_216, ge=65_536, description="JSON bytes of all "
-                                          "results of one session (beyond: 413 QuotaExceeded)")
+                                          "results of one episode (beyond: 413 QuotaExceeded)")
     header_timeout: float = Field(10.0, gt=0, description="seconds a connection may take to send "
                                   "a request's head (beyond: closed)")
     body_timeout: float = Field(30.0, gt=0, description="seconds a request's body may take to "
@@ -122,6 +138,8 @@ class Settings(BaseSettings):
                                "is killed")
     record_ttl: float = Field(86_400.0, gt=0, description="seconds a session's record outlives "
                               "its sandbox")
+    snapshot_ttl: float = Field(86_400.0, gt=0, description="seconds a session snapshot is "
+                                "kept after it was taken or last opened")
     web_ui: bool = Field(True, description="serve the web page at /ui/ (false: the API alone)")
 
     @field_validator("redis_url", "sandbox_image", "sandbox_runtime", "workers", "cluster_secret",
@@ -129,6 +147,14 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("cluster_secret")
+    @classmethod
+    def _a_strong_secret(cls, value: str | None) -> str | None:
+        problem = None if value is None else secret_problem(value)
+        if problem is not None:
+            raise ValueError(f"ENVSCALER_CLUSTER_SECRET {problem}")
+        return value
 
     @field_validator("check_memory", "sandbox_log_size", "redis_maxmemory")
     @classmethod
@@ -183,6 +209,19 @@ class Settings(BaseSettings):
             sandbox_cpus=self.sandbox_cpus, sandbox_pids=self.sandbox_pids,
             sandbox_tmpfs=self.sandbox_tmpfs, sandbox_log_size=self.sandbox_log_size,
             socket_root=self.socket_root, pool_size=0 if remote else self.pool_size,
-            max_sandboxes=self.max_sandboxes, sandbox_create_rate=self.sandbox_create_rate,
+            max_sandboxes=self.max_sandboxes,
+            sandbox_create_concurrency=self.sandbox_create_concurrency,
             docker_timeout=self.docker_timeout, docker_threads=self.docker_threads,
             labels=labels or {}, cluster=self.cluster_config())
+
+
+class GivenSettings(Settings):
+    """Settings from the values given alone, never from this process's environment: what a
+    process handed its settings explicitly (a Ray host actor) is configured by them only."""
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   init_settings: PydanticBaseSettingsSource,
+                                   **sources: PydanticBaseSettingsSource
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)

@@ -22,8 +22,11 @@ Redis Cluster (``ENVSCALER_REDIS_URL=redis+cluster://...``), sessions spread ove
     ``seed``              integer seed of the current epoch
     ``epoch``             0 at creation, +1 per reset
     ``epoch_start``       index in the ``:calls`` list of the current epoch's first call
-    ``length``            entries in the ``:calls`` list, all epochs, reset markers included (the
+    ``length``            entries the session has recorded, all epochs, reset markers included (the
                           next entry's ``index``; ``calls`` in the API's session info)
+    ``base``              index of the first entry still in the ``:calls`` list: a reset trims
+                          the epochs before the one that just ended (`SessionStore.trim`), so a
+                          session that serves a whole training run keeps two episodes at most
     ``step``              tool calls recorded in the current epoch, whatever their outcome
                           (``step`` in the API)
     ``executed``          calls of the current epoch whose effects the sandbox holds (``replay``
@@ -36,13 +39,14 @@ Redis Cluster (``ENVSCALER_REDIS_URL=redis+cluster://...``), sessions spread ove
     ``status``            ``active`` | ``expired`` | ``closed``
     ``size``              UTF-8 bytes of the ``:calls`` list's entries (`SessionStore.commit`), for
                           the session's quota (``ENVSCALER_MAX_TRAJECTORY_BYTES``)
-    ``result_size``       UTF-8 bytes of its tool calls' results and errors
+    ``result_size``       UTF-8 bytes of the current epoch's results and errors
                           (``ENVSCALER_MAX_SESSION_RESULT_BYTES``)
     ``created``           unix time, seconds (float)
     ``updated``           unix time of the last activity
     ``committed``         lock token of the last commit (`COMMIT` is keyed by it: idempotent)
 
-``envscaler:session:{<tag>}:<id>:calls`` — LIST, the trajectory, in order. Tool-call entries::
+``envscaler:session:{<tag>}:<id>:calls`` — LIST, the trajectory, in order, from entry ``base``
+  (the entry of index ``i`` is at position ``i - base``). Tool-call entries::
 
     {"index", "epoch", "call_id", "name", "arguments", "ok", "result" | "error",
      "replay", "time", "duration_ms"}
@@ -110,6 +114,7 @@ import hashlib
 import os
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,6 +196,11 @@ class Record:
     size: int = 0
     result_size: int = 0
     init: str = ""  # the custom init_config's digest (its key): empty for a scenario
+    base: int = 0  # index of the first entry still stored (`SessionStore.trim`)
+
+    def position(self, index: int) -> int:
+        """Where the entry of ``index`` is in the stored list."""
+        return index - self.base
 
     @classmethod
     def parse(cls, session_id: str, raw: dict[str, str]) -> Record:
@@ -214,6 +224,7 @@ class Record:
             size=int(raw.get("size", 0)),
             result_size=int(raw.get("result_size", 0)),
             init=raw.get("init", ""),
+            base=int(raw.get("base", 0)),
         )
 
     def fields(self) -> dict[str, str]:
@@ -235,6 +246,7 @@ class Record:
             "size": str(self.size),
             "result_size": str(self.result_size),
             "init": self.init,
+            "base": str(self.base),
         }
 
 
@@ -310,6 +322,26 @@ redis.call('HINCRBY', KEYS[2], 'size', ARGV[4])
 return 1
 """
 
+# KEYS: lock, session, calls, call-ids; ARGV: token, index of the first entry to keep. The entries
+# before it are dropped (their bytes leave ``size``) and ``base`` names it; the call ids go too
+# (a call_id names a call of its epoch only). Returns the bytes dropped, or -1 when the lock is
+# not the caller's.
+TRIM = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local base = tonumber(redis.call('HGET', KEYS[2], 'base') or '0')
+local keep = tonumber(ARGV[2])
+if keep <= base then return 0 end
+local dropped = 0
+for _, entry in ipairs(redis.call('LRANGE', KEYS[3], 0, keep - base - 1)) do
+  dropped = dropped + #entry
+end
+redis.call('LTRIM', KEYS[3], keep - base, -1)
+redis.call('DEL', KEYS[4])
+redis.call('HSET', KEYS[2], 'base', keep)
+redis.call('HINCRBY', KEYS[2], 'size', -dropped)
+return dropped
+"""
+
 # KEYS: session; ARGV: field/value pairs. Writes only to a record that exists: a record that
 # vanished under a request (expired while its lock was stalled, Redis restarted without
 # persistence) must never come back as a partial hash.
@@ -383,6 +415,7 @@ class SessionStore:
         self._finish = redis.register_script(FINISH)
         self._settle = redis.register_script(SETTLE)
         self._mark_ended = redis.register_script(MARK_ENDED)
+        self._trim = redis.register_script(TRIM)
         self._lock_and_load = redis.register_script(LOCK_AND_LOAD)
 
     async def _hot(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
@@ -437,10 +470,13 @@ class SessionStore:
         self._inits_kept[digest] = now
         await self.redis.expire(init_key(digest), self.init_ttl)
 
-    async def create(self, record: Record) -> None:
-        """Store a new session's record (its custom ``init_config`` stored first: `put_init`)."""
+    async def create(self, record: Record, entries: Sequence[dict[str, Any]] = ()) -> None:
+        """Store a new session's record (its custom ``init_config`` stored first: `put_init`)
+        and, for one opened at another's point, the entries it starts with."""
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(session_key(record.id), mapping=record.fields())
+            if entries:
+                pipe.rpush(calls_key(record.id), *(dumps(entry) for entry in entries))
             pipe.zadd(live_key(record.id), {record.id: record.updated})
             self._expire_all(pipe, record.id, self.active_ttl)
             await pipe.execute()
@@ -501,16 +537,33 @@ class SessionStore:
         record = Record.parse(session_id, raw) if raw else None
         return record, (int(index) if index is not None else None)
 
-    async def entry(self, session_id: str, index: int) -> dict[str, Any] | None:
-        raw = await self.redis.lindex(calls_key(session_id), index)
+    async def entry(self, record: Record, index: int) -> dict[str, Any] | None:
+        if index < record.base:
+            return None
+        raw = await self.redis.lindex(calls_key(record.id), record.position(index))
         return loads(raw) if raw is not None else None
 
-    async def entries(
-        self, session_id: str, start: int = 0, stop: int = -1
-    ) -> list[dict[str, Any]]:
-        return [
-            loads(raw) for raw in await self.redis.lrange(calls_key(session_id), start, stop)
-        ]
+    async def entries(self, record: Record, start: int | None = None,
+                      stop: int | None = None) -> list[dict[str, Any]]:
+        """The stored entries from index ``start`` (default: the first kept) to ``stop``
+        included (default: the last)."""
+        first = max(0, record.position(record.base if start is None else start))
+        last = -1 if stop is None else record.position(stop)
+        if stop is not None and last < first:
+            return []
+        return [loads(raw) for raw in await self.redis.lrange(calls_key(record.id), first, last)]
+
+    async def trim(self, record: Record, lock: SessionLock, keep: int) -> bool:
+        """Drop the entries before index ``keep`` (and the call ids), under ``lock``; False when
+        the lock's lease ran out (nothing dropped)."""
+        dropped = int(await self._trim(keys=[lock.name, session_key(record.id),
+                                             calls_key(record.id), call_ids_key(record.id)],
+                                       args=[lock.token, keep]))
+        if dropped < 0:
+            return False
+        if keep > record.base:
+            record.base, record.size = keep, record.size - dropped
+        return True
 
     async def commit(
         self,
@@ -578,7 +631,7 @@ class SessionStore:
         growth = _utf8_bytes(encoded) - _utf8_bytes(dumps(entry))
         done = await self._mark_ended(
             keys=[lock.name, session_key(record.id), calls_key(record.id)],
-            args=[lock.token, entry["index"], encoded, growth])
+            args=[lock.token, record.position(entry["index"]), encoded, growth])
         if done:
             record.executed -= 1
             record.size += growth

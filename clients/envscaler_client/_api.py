@@ -18,6 +18,7 @@ from envscaler_client.models import (
     EnvDetail,
     EnvList,
     EnvSummary,
+    ForkResult,
     Health,
     Readiness,
     ResetResult,
@@ -28,6 +29,7 @@ from envscaler_client.models import (
     SessionInfo,
     SessionState,
     SessionTools,
+    SnapshotTaken,
     Trajectory,
     Validation,
 )
@@ -88,6 +90,21 @@ def create_session(env: str, scenario: str | None, init_config: Mapping[str, Any
     body = {"env": env, "seed": seed, **_without_none(scenario=scenario, init_config=init_config)}
     return ApiRequest("POST", "/v1/sessions", SessionCreated.model_validate, json=body,
                       replay=Replay.UNSENT)
+
+
+def open_snapshot(snapshot_id: str) -> ApiRequest[SessionCreated]:
+    return ApiRequest("POST", "/v1/sessions", SessionCreated.model_validate,
+                      json={"snapshot": snapshot_id}, replay=Replay.UNSENT)
+
+
+def fork(session_id: str, count: int) -> ApiRequest[ForkResult]:
+    """Retried only when unsent, as a create: a fork that reached the gateway opened sessions."""
+    return ApiRequest("POST", _session(session_id, "/fork"), ForkResult.model_validate,
+                      json={"count": count}, replay=Replay.UNSENT)
+
+
+def snapshot(session_id: str) -> ApiRequest[SnapshotTaken]:
+    return ApiRequest("POST", _session(session_id, "/snapshot"), SnapshotTaken.model_validate)
 
 
 def session_info(session_id: str) -> ApiRequest[SessionInfo]:

@@ -84,6 +84,14 @@ class AsyncEnvClient(ClientBase):
         created = await self._request(_api.create_session(env, scenario, init_config, seed))
         return AsyncSession(self, SessionData.created(created))
 
+    def open_snapshot(self, snapshot_id: str) -> OpeningSession:
+        """A new session at a snapshot's point (`AsyncSession.snapshot`), on any gateway."""
+        return OpeningSession(self._open_snapshot(snapshot_id))
+
+    async def _open_snapshot(self, snapshot_id: str) -> AsyncSession:
+        created = await self._request(_api.open_snapshot(snapshot_id))
+        return AsyncSession(self, SessionData.created(created))
+
     async def session(self, session_id: str, agent_token: str | None = None) -> AsyncSession:
         """Attach to an existing session; see `envscaler_client.EnvClient.session`."""
         data = await self._drive(_api.attach_flow(session_id, agent_token, self.config.retry))
@@ -153,6 +161,15 @@ class AsyncSession(SessionView):
     async def validate(self) -> Validation:
         """Run the scenario's checks: ``reward`` = passed / total. Changes nothing."""
         return await self._client._request(_api.validate(self.id))
+
+    async def fork(self, count: int = 1) -> list[AsyncSession]:
+        """``count`` (1-64) new sessions at exactly this one's point; see `Session.fork`."""
+        forked = await self._client._request(_api.fork(self.id, count))
+        return [AsyncSession(self._client, SessionData.created(s)) for s in forked.sessions]
+
+    async def snapshot(self) -> str:
+        """Store this session's point; `AsyncEnvClient.open_snapshot` opens sessions there."""
+        return (await self._client._request(_api.snapshot(self.id))).snapshot_id
 
     async def close(self) -> None:
         """End the session and its sandbox; does nothing the second time."""

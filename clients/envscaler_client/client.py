@@ -73,6 +73,12 @@ class EnvClient(ClientBase):
         created = self._request(_api.create_session(env, scenario, init_config, seed))
         return Session(self, SessionData.created(created))
 
+    def open_snapshot(self, snapshot_id: str) -> Session:
+        """A new session at a snapshot's point (`Session.snapshot`), on any gateway of the same
+        Redis; its next calls answer as the snapshotted session's did."""
+        created = self._request(_api.open_snapshot(snapshot_id))
+        return Session(self, SessionData.created(created))
+
     def session(self, session_id: str, agent_token: str | None = None) -> Session:
         """Attach to an existing session. With ``agent_token``, tool calls use it and only the tools
         are known (the token may do nothing else)."""
@@ -126,6 +132,18 @@ class Session(SessionView):
     def validate(self) -> Validation:
         """Run the scenario's checks: ``reward`` = passed / total. Changes nothing."""
         return self._client._request(_api.validate(self.id))
+
+    def fork(self, count: int = 1) -> list[Session]:
+        """``count`` (1-64) new sessions at exactly this one's point (state, step, the episode's
+        trajectory, clock and random state), each independent from then on, each with its own
+        agent token; this session goes on. Close them as any session."""
+        forked = self._client._request(_api.fork(self.id, count))
+        return [Session(self._client, SessionData.created(s)) for s in forked.sessions]
+
+    def snapshot(self) -> str:
+        """Store this session's point (by content, for ``ENVSCALER_SNAPSHOT_TTL``): an id that
+        `EnvClient.open_snapshot` opens on any gateway of the same Redis."""
+        return self._client._request(_api.snapshot(self.id)).snapshot_id
 
     def close(self) -> None:
         """End the session and its sandbox; does nothing the second time."""

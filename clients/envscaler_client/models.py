@@ -96,6 +96,21 @@ class SessionCreated(_Model):
     agent_token: str
     status: str = "active"
     created: float | None = None
+    epoch: int = 0
+    step: int = 0
+
+
+class ForkResult(_Model):
+    parent: str
+    sessions: list[SessionCreated]
+
+
+class SnapshotTaken(_Model):
+    snapshot_id: str
+    session_id: str
+    epoch: int
+    step: int
+    expires_in: float
 
 
 class SessionInfo(_Model):

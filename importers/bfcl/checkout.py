@@ -43,9 +43,10 @@ class ClassSource:
 
 @dataclass
 class Checkout:
-    """The files of one checkout: ``sources`` by module, ``classes`` by name, ``func_docs`` by
-    module then function name."""
+    """The files of one checkout (the folder ``root`` the user named): ``sources`` by module,
+    ``classes`` by name, ``func_docs`` by module then function name."""
 
+    root: Path
     data: Path
     source_dir: Path
     version: str
@@ -59,10 +60,12 @@ class Checkout:
 
     def import_root(self) -> Path:
         """The folder holding the package of the classes' modules (the nearest folder above the
-        source folder without an ``__init__.py``): on ``sys.path``, their sibling imports (by
-        package path or relative) resolve as in BFCL."""
+        source folder without an ``__init__.py``, the checkout's root at the highest): on
+        ``sys.path``, their sibling imports (by package path or relative) resolve as in BFCL.
+        It is what BFCL's container mounts, so it never climbs above the checkout: a folder
+        beside the checkout is none of BFCL's business."""
         folder = self.source_dir
-        while (folder / "__init__.py").is_file():
+        while folder != self.root and (folder / "__init__.py").is_file():
             folder = folder.parent
         return folder
 
@@ -71,16 +74,20 @@ class Checkout:
         name = QUESTIONS.format(version=self.version, category=category)
         questions = _json_lines(self.data / name)
         answers = _json_lines(self.data / ANSWERS_DIR / name)
-        return questions, {answer.get("id"): answer.get("ground_truth") for answer in answers}
+        return questions, {answer["id"]: answer.get("ground_truth") for answer in answers
+                           if isinstance(answer, dict) and isinstance(answer.get("id"), str)}
 
 
 def locate(root: Path) -> Checkout:
     """The checkout under ``root`` (a gorilla clone, or its ``berkeley-function-call-leaderboard``
     folder): the data folder is where the base questions are, the source folder where the
     classes are."""
+    root = root.resolve()  # the root the import root stops at, whatever the path's spelling
     version, questions = _questions(root)
     sources = _find(root, SOURCE_DIR, directory=True)
-    checkout = Checkout(data=questions.parent, source_dir=sources, version=version)
+    if not sources.resolve().is_relative_to(root.resolve()):
+        raise CheckoutError(f"{sources} leads out of the checkout {root} (a link): refused")
+    checkout = Checkout(root=root, data=questions.parent, source_dir=sources, version=version)
     for path in sorted(sources.glob("*.py")):
         text = _read(path)
         try:

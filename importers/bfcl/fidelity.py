@@ -25,7 +25,7 @@ from envformat.requirements import requirement_set
 from importers.bfcl import container
 from importers.bfcl.checkout import Checkout, CheckoutError, locate
 from importers.bfcl.compare import Execution, QuestionComparison, compare
-from importers.bfcl.importer import CATEGORIES, PIPELINE_PREFIX
+from importers.bfcl.importer import CATEGORIES, PIPELINE_PREFIX, question_id_problem
 from importers.bfcl.replay import replay
 
 BFCL_PHASE, GATEWAY_PHASE = "BFCL's execution", "through the gateway"
@@ -101,11 +101,11 @@ def plan(root: Path, catalogue: Path, category: str = "base") -> Plan:
         loaded = load_catalogue(catalogue)
     except (CheckoutError, FormatError) as exc:
         raise FidelityError(str(exc)) from exc
-    records = {question.get("id"): {"id": question.get("id"),
-                                    "involved_classes": question.get("involved_classes") or [],
-                                    "initial_config": question.get("initial_config") or {},
-                                    "ground_truth": answers.get(question.get("id")) or []}
-               for question in questions}
+    records = {question["id"]: {"id": question["id"],
+                                "involved_classes": question.get("involved_classes") or [],
+                                "initial_config": question.get("initial_config") or {},
+                                "ground_truth": answers.get(question["id"]) or []}
+               for question in questions if question_id_problem(question) is None}
     imported = _imported(loaded, records)
     if not imported:
         raise FidelityError(f"{catalogue} holds none of the {len(records)} {category} questions "

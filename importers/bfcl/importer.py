@@ -13,6 +13,7 @@ that does not load) is reported with its id and the reason; the others still imp
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from contextlib import AsyncExitStack
@@ -25,7 +26,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from envformat.loader import ENV_MANIFEST, ENV_SCENARIOS, ENV_SOURCE, load_env, sync_manifest
-from envformat.models import ChecklistItem, Scenario, UserTurn
+from envformat.models import SCENARIO_ID_PATTERN, ChecklistItem, Scenario, UserTurn
 from envformat.requirements import import_names, pins_problem
 from envformat.toolschema import derive_tools
 from importers.bfcl.calls import CallError, parse_call
@@ -112,13 +113,30 @@ async def import_bfcl(root: Path, out: Path, hub: SandboxHub, *,
         questions, answers = checkout.questions(category)
         report.questions += len(questions)
         for question in questions:
-            question = {**question, "ground_truth": answers.get(question.get("id"))}
+            problem = question_id_problem(question)
+            if problem is not None:
+                record = question.get("id") if isinstance(question, dict) else None
+                report.errors.append(Problem(str(record or "?"), problem))
+                continue
+            question = {**question, "ground_truth": answers.get(question["id"])}
             classes = tuple(sorted(question.get("involved_classes") or ()))
             groups.setdefault(classes, _Group(classes)).questions.append(question)
     for group in groups.values():
         await _import_group(checkout, group, out, hub, report, requirements,
                             created or date.today().isoformat())
     return report
+
+
+def question_id_problem(question: Any) -> str | None:
+    """Why a question cannot become a scenario by its id (a scenario's id names it in files and
+    URLs, so a path or any other text is refused), or None."""
+    if not isinstance(question, dict):
+        return "a question is a JSON object"
+    question_id = question.get("id")
+    if not (isinstance(question_id, str) and re.fullmatch(SCENARIO_ID_PATTERN, question_id)):
+        return (f"its id {question_id!r} is not a scenario id (a letter or digit, then up to 127 "
+                "letters, digits, '_', '.' or '-')")
+    return None
 
 
 async def _import_group(checkout: Checkout, group: _Group, out: Path, hub: SandboxHub,

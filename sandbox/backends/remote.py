@@ -53,7 +53,7 @@ class RemoteBackend(SandboxBackend):
 
     async def start(self) -> None:
         self._redis = connect(self.cluster.redis_url)
-        self._registry = HostRegistry(self._redis)
+        self._registry = HostRegistry(self._redis, self.cluster.auth.secret)
         await self.refresh()
         self._refresher = asyncio.create_task(self._refresh_forever(),
                                               name="envscaler-remote-hosts")

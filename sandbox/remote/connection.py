@@ -30,7 +30,7 @@ class _Link:
     """One TCP connection and the requests sent on it: when it breaks, those fail, and only
     those (a request that already reconnected is on the next link)."""
 
-    writer: asyncio.StreamWriter
+    channel: wire.Channel
     pending: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     reader_task: asyncio.Task[None] | None = None
 
@@ -57,7 +57,7 @@ class HostConnection:
         link.pending[request_id] = reply
         try:
             async with self._sending:
-                await wire.send(link.writer, {"id": request_id, "op": op, **fields})
+                await link.channel.send({"id": request_id, "op": op, **fields})
             message = await reply
         except OSError as exc:
             self._broken(link, exc)
@@ -74,25 +74,30 @@ class HostConnection:
                 return self._link
             host, port = wire.split_address(self.address)
             tls = self.auth.client_tls()
+            writer: asyncio.StreamWriter | None = None
             try:
                 async with asyncio.timeout(CONNECT_TIMEOUT):
                     reader, writer = await asyncio.open_connection(
                         host, port, ssl=tls, server_hostname=host if tls else None,
                         limit=wire.MAX_FRAME_BYTES)
-                    await wire.authenticate_host(reader, writer, self.auth.secret)
+                    channel = await wire.authenticate_host(
+                        reader, writer, self.auth.secret,
+                        wire.HostIdentity(self.host_id, self.address))
             except (OSError, TimeoutError, asyncio.IncompleteReadError,
                     protocol.ProtocolError, wire.HostAuthFailed) as exc:
+                if writer is not None:
+                    writer.close()
                 raise HostUnreachable(f"cannot reach host {self.host_id} at {self.address}: "
                                       f"{exc!r}") from exc
-            link = self._link = _Link(writer)
-            link.reader_task = asyncio.create_task(self._read(link, reader),
+            link = self._link = _Link(channel)
+            link.reader_task = asyncio.create_task(self._read(link),
                                                    name=f"envscaler-host-{self.host_id}")
             return link
 
-    async def _read(self, link: _Link, reader: asyncio.StreamReader) -> None:
+    async def _read(self, link: _Link) -> None:
         try:
             while True:
-                message = await wire.receive(reader)
+                message = await link.channel.receive()
                 waiter = link.pending.get(message.get("id"))  # type: ignore[arg-type]
                 if waiter is not None and not waiter.done():
                     waiter.set_result(message)
@@ -104,7 +109,7 @@ class HostConnection:
         A link already replaced is only closed: the connection now in use stays untouched."""
         if self._link is link:
             self._link = None
-        link.writer.close()
+        link.channel.close()
         for waiter in link.pending.values():
             if not waiter.done():
                 waiter.set_exception(ConnectionResetError(f"connection lost: {exc!r}"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -32,6 +33,16 @@ RUNTIME_OPS = {"ping", "load", "reset", "call", "state", "snapshot", "check"}
 
 
 @dataclass(frozen=True)
+class HandshakeLimits:
+    """What a connection that has not proved the cluster secret may cost: ``timeout`` seconds
+    for its TLS and cluster handshakes together, and at most ``pending`` such connections at
+    once (more are closed at their first byte), so strangers cannot hold the host's sockets."""
+
+    timeout: float = wire.HANDSHAKE_TIMEOUT
+    pending: int = 64
+
+
+@dataclass(frozen=True)
 class HostAddress:
     listen: str  # where it binds; port 0: any free port
     advertise: str  # what gateways are told (the node's address, when it binds 0.0.0.0)
@@ -47,7 +58,8 @@ class SandboxHost:
     """The node's pool and backend behind a TCP server, published in the registry."""
 
     def __init__(self, pool: SandboxPool, auth: ClusterAuth, registry: HostRegistry,
-                 address: HostAddress, interval: float = 1.0) -> None:
+                 address: HostAddress, interval: float = 1.0,
+                 limits: HandshakeLimits = HandshakeLimits()) -> None:
         self.pool = pool
         self.backend: SandboxBackend = pool.backend
         self.id = self.backend.instance  # handles name their host by their instance
@@ -55,6 +67,9 @@ class SandboxHost:
         self.registry = registry
         self.address = address
         self.interval = interval
+        self.limits = limits
+        self._handshaking = 0
+        self._tls: ssl.SSLContext | None = None
         self._leased: dict[str, Sandbox] = {}
         self._server: asyncio.Server | None = None
         self._beating: asyncio.Task[None] | None = None
@@ -65,9 +80,10 @@ class SandboxHost:
         """Start the pool, listen, and publish the first heartbeat (gateways may place on it
         from then on)."""
         await self.pool.start()
+        self._tls = self.auth.server_tls()
         host, port = wire.split_address(self.address.listen)
-        self._server = await asyncio.start_server(
-            self._serve, host, port, ssl=self.auth.server_tls(), limit=wire.MAX_FRAME_BYTES)
+        self._server = await asyncio.start_server(self._serve, host, port,
+                                                  limit=wire.MAX_FRAME_BYTES)
         self.address = self.address.bound(self._server.sockets[0].getsockname()[1])
         await self.registry.publish(self.info())
         self._beating = asyncio.create_task(self._beat_forever(), name="envscaler-host-beat")
@@ -92,32 +108,52 @@ class SandboxHost:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._peers.add(writer)
         try:
-            await self._converse(reader, writer)
+            channel = await self._authenticated(reader, writer)
+            if channel is not None:
+                await self._converse(channel)
         finally:
             self._peers.discard(writer)
             writer.close()
 
-    async def _converse(self, reader: asyncio.StreamReader,
-                        writer: asyncio.StreamWriter) -> None:
-        """Authenticate the peer, then answer its requests, each in a task of its own."""
+    async def _authenticated(self, reader: asyncio.StreamReader,
+                             writer: asyncio.StreamWriter) -> wire.Channel | None:
+        """The connection's sealed channel once the peer proved the secret (after TLS, when the
+        host has a certificate), within ``limits``; None when it did not."""
         peer = writer.get_extra_info("peername")
+        if self._handshaking >= self.limits.pending:
+            log.warning("refused a connection peer=%s error=%d connections are already "
+                        "handshaking", peer, self._handshaking)
+            return None
+        self._handshaking += 1
         try:
-            await wire.authenticate_gateway(reader, writer, self.auth.secret)
+            async with asyncio.timeout(self.limits.timeout):
+                if self._tls is not None:
+                    await writer.start_tls(self._tls, ssl_handshake_timeout=self.limits.timeout)
+                return await wire.authenticate_gateway(
+                    reader, writer, self.auth.secret,
+                    wire.HostIdentity(self.id, self.address.advertise))
         except (wire.HostAuthFailed, OSError, TimeoutError, asyncio.IncompleteReadError,
                 protocol.ProtocolError) as exc:
-            log.warning("refused a connection peer=%s error=%s", peer, exc)
-            return
+            log.warning("refused a connection peer=%s error=%r", peer, exc)
+            return None
+        finally:
+            self._handshaking -= 1
+
+    async def _converse(self, channel: wire.Channel) -> None:
+        """Answer the gateway's requests, each in a task of its own."""
         sending = asyncio.Lock()
         try:
             while True:
-                message = await wire.receive(reader)
-                task = asyncio.create_task(self._answer(message, writer, sending))
+                message = await channel.receive()
+                task = asyncio.create_task(self._answer(message, channel, sending))
                 self._requests.add(task)
                 task.add_done_callback(self._requests.discard)
-        except (OSError, asyncio.IncompleteReadError, protocol.ProtocolError):
-            return  # the gateway left, or spoke garbage: the connection ends
+        except (OSError, asyncio.IncompleteReadError, protocol.ProtocolError) as exc:
+            if isinstance(exc, protocol.ProtocolError):
+                log.warning("closed a connection error=%s", exc)
+            return  # the gateway left, or its frames were garbage or tampered with: it ends
 
-    async def _answer(self, message: dict[str, Any], writer: asyncio.StreamWriter,
+    async def _answer(self, message: dict[str, Any], channel: wire.Channel,
                       sending: asyncio.Lock) -> None:
         try:
             reply = {"ok": True, "result": await self._dispatch(message)}
@@ -125,7 +161,7 @@ class SandboxHost:
             reply = {"ok": False, "error": to_wire(exc)}
         with contextlib.suppress(OSError):  # the gateway left: nobody waits for the reply
             async with sending:
-                await wire.send(writer, {"id": message.get("id"), **reply})
+                await channel.send({"id": message.get("id"), **reply})
 
     async def _dispatch(self, message: dict[str, Any]) -> Any:
         op = message.get("op")

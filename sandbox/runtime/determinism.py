@@ -94,6 +94,14 @@ class VirtualClock:
     def elapsed_ns(self) -> int:
         return self.read_ns() - self.start_ns
 
+    def export(self) -> tuple[int, int]:
+        with self._lock:
+            return self.start_ns, self._now_ns
+
+    def restore(self, exported: tuple[int, int]) -> None:
+        with self._lock:
+            self.start_ns, self._now_ns = exported
+
 
 class _RealTypeCheck(type):
     """``isinstance``/``issubclass`` against a patched class answer as for the real class it
@@ -123,6 +131,19 @@ class Determinism:
         self._seeds = _REAL_RANDOM(f"random.Random():{seed}")
         uuid._last_timestamp = None  # type: ignore[attr-defined]  # uuid1 keeps it across calls
         self.clock.restart(start_ns)
+
+    def export(self) -> dict[str, Any]:
+        """Everything ``reseed`` sets, as it is now: a fork's runtime goes on from here."""
+        return {"uuids": self._uuids.getstate(), "bytes": self._bytes.getstate(),
+                "seeds": self._seeds.getstate(), "clock": self.clock.export(),
+                "uuid_timestamp": uuid._last_timestamp}  # type: ignore[attr-defined]
+
+    def restore(self, exported: dict[str, Any]) -> None:
+        self._uuids.setstate(exported["uuids"])
+        self._bytes.setstate(exported["bytes"])
+        self._seeds.setstate(exported["seeds"])
+        self.clock.restore(exported["clock"])
+        uuid._last_timestamp = exported["uuid_timestamp"]  # type: ignore[attr-defined]
 
     def next_seed(self) -> int:
         return self._seeds.getrandbits(128)

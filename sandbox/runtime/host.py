@@ -9,11 +9,15 @@ are bound before anything runs, and a tool's exception is a result, not the end 
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import gc
+import hashlib
 import inspect
 import json
+import pickle
+import random
 import sys
 import traceback
 import types
@@ -150,6 +154,48 @@ class EnvHost:
         if isinstance(env.initial_state, OperationError):
             raise env.initial_state
         return {"initial": env.initial_state, "final": _served_text(env.env_object)}
+
+    def export(self, executed: int | None = None) -> dict[str, Any]:
+        """The session's point as one opaque text, for `import_point` in another sandbox loaded
+        with the same recipe (a fork): the instance, the module's globals, the generators and
+        the clock, pickled. Pickled here and unpickled only in a sandbox of the same
+        environment; the gateway never reads it. ``state_sha256`` lets the importer's answer be
+        compared. ``NotExportable`` when the instance holds what pickle cannot take (a lock, a
+        generator): the gateway then rebuilds the fork by replay."""
+        env = self._require()
+        self._expect(executed)
+        if isinstance(env.initial_state, OperationError):
+            raise env.initial_state
+        point = {"env": env.env_object, "globals": _module_globals(),
+                 "random": random.getstate(), "determinism": self._determinism.export(),
+                 "executed": self.executed, "initial": env.initial_state}
+        try:
+            blob = pickle.dumps(point, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - whatever env code's objects raise
+            raise OperationError("NotExportable", f"the state of {env.cls.__name__} cannot be "
+                                 f"copied: {describe_exception(exc)}") from None
+        return {"point": base64.b64encode(blob).decode("ascii"),
+                "state_sha256": _state_digest(env.env_object)}
+
+    def import_point(self, point: str) -> dict[str, Any]:
+        """Continue from an exported point: the environment must be loaded with the recipe of
+        the exporter's epoch (its module and class), whose objects the point refers to."""
+        env = self._require()
+        try:
+            restored = pickle.loads(base64.b64decode(point, validate=True))  # noqa: S301
+            globals_ = restored["globals"]
+            env_object, initial = restored["env"], restored["initial"]
+        except Exception as exc:  # noqa: BLE001 - a point of another environment, or damaged
+            raise OperationError("BadPoint", f"the point cannot be restored here: "
+                                 f"{describe_exception(exc)}") from None
+        if not isinstance(env_object, env.cls) or not isinstance(initial, str):
+            raise OperationError("BadPoint", "the point is of another environment")
+        sys.modules[MODULE_NAME].__dict__.update(globals_)
+        random.setstate(restored["random"])
+        self._determinism.restore(restored["determinism"])
+        self.executed = restored["executed"]
+        env.env_object, env.initial_state = env_object, initial
+        return {"state_sha256": _state_digest(env_object), "executed": self.executed}
 
     @property
     def unsettled(self) -> bool:
@@ -322,6 +368,19 @@ def _served_text(env_object: Any) -> str:
         return to_json_text(_public(env_object), root="state")
     except NotData as exc:
         raise OperationError("StateNotData", str(exc)) from None
+
+
+def _module_globals() -> dict[str, Any]:
+    """The environment module's own globals (not its functions and classes, which the importer's
+    load defines again, nor what the module machinery put there)."""
+    module = sys.modules[MODULE_NAME]
+    return {name: value for name, value in vars(module).items()
+            if not name.startswith("__") and not isinstance(value, (type, types.FunctionType,
+                                                                    types.ModuleType))}
+
+
+def _state_digest(env_object: Any) -> str:
+    return hashlib.sha256(_served_text(env_object).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _bounded_result(name: str, result: Any, max_bytes: int) -> Any:

@@ -35,6 +35,8 @@ FIELDS: dict[str, dict[str, Field]] = {
              "executed": Field((int,), False)},
     "state": {"executed": Field((int,), False)},
     "snapshot": {"executed": Field((int,), False)},
+    "export": {"executed": Field((int,), False)},
+    "import_point": {"point": Field((str,), True)},
 }
 
 

@@ -16,6 +16,8 @@ from server.models import (
     CallRequest,
     CallResult,
     CreateSession,
+    ForkRequest,
+    ForkResult,
     ResetRequest,
     ResetResult,
     SessionClosed,
@@ -23,6 +25,7 @@ from server.models import (
     SessionInfo,
     SessionState,
     SessionTools,
+    SnapshotTaken,
     Trajectory,
     Validation,
     error_responses,
@@ -73,20 +76,64 @@ def _info(record: Record) -> SessionInfo:
 async def create_session(
     body: CreateSession, request: Request, caller: Principal = Depends(admin)
 ) -> SessionCreated:
-    record, env, token, task = await service(request).create(
+    if body.snapshot is not None:
+        opened = await service(request).open_snapshot(caller, body.snapshot, body.env)
+        return _created(request, opened.record, opened.agent_token)
+    record, _, token, _ = await service(request).create(
         caller, body.env, body.scenario, body.init_config, body.seed
     )
+    return _created(request, record, token)
+
+
+def _created(request: Request, record: Record, agent_token: str) -> SessionCreated:
+    env = request.app.state.catalogue.env(record.env)
     return SessionCreated(
         session_id=record.id,
         env=record.env,
         scenario=record.scenario,
         seed=record.seed,
-        task=task,
+        task=env.scenario(record.scenario).task if record.scenario else None,
         tools=env.tools,
-        agent_token=token,
+        agent_token=agent_token,
         status="active",
         created=record.created,
+        epoch=record.epoch,
+        step=record.step,
     )
+
+
+@router.post(
+    "/{session_id}/fork",
+    status_code=201,
+    response_model=ForkResult,
+    summary="Open N sessions at exactly this session's point",
+    description="Each new session has the parent's state, epoch, step, the current episode's "
+    "trajectory, virtual clock and random state, so its next call answers as the parent's "
+    "would; from then on each is independent, and the parent goes on. All or none are opened.",
+    responses=error_responses(401, 403, 404, 409, 410, 415, 422, 429, 500, 503, 504),
+)
+async def fork_session(
+    request: Request, body: ForkRequest = Body(default_factory=ForkRequest),
+    session_id: str = SessionId, caller: Principal = Depends(admin),
+) -> ForkResult:
+    opened = await service(request).fork(caller, session_id, body.count)
+    return ForkResult(parent=session_id,
+                      sessions=[_created(request, o.record, o.agent_token) for o in opened])
+
+
+@router.post(
+    "/{session_id}/snapshot",
+    status_code=201,
+    response_model=SnapshotTaken,
+    summary="Store this session's point; open sessions there later, on any gateway",
+    responses=error_responses(401, 403, 404, 409, 410, 422, 500, 503, 504),
+)
+async def snapshot_session(
+    request: Request, session_id: str = SessionId, caller: Principal = Depends(admin)
+) -> SnapshotTaken:
+    snapshot_id, ttl, record = await service(request).snapshot(caller, session_id)
+    return SnapshotTaken(snapshot_id=snapshot_id, session_id=session_id, epoch=record.epoch,
+                         step=record.step, expires_in=ttl)
 
 
 @router.get(

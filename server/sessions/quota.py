@@ -29,27 +29,29 @@ def argument_bytes(arguments: dict[str, Any], settings: Settings) -> int:
 
 
 def within_quota(record: Record, settings: Settings, adding: int, result: bool = True) -> None:
-    """413 ``QuotaExceeded`` unless the session may take one more trajectory entry holding
-    ``adding`` bytes of the caller's (arguments, or a reset's ``init_config``) and, for a
-    ``result``, the largest result a call may return. Checked before anything runs, against
-    the worst case, so a session's trajectory and results never pass their quotas. Nothing is
-    recorded; reads, validation and deletion still work, and the caller opens a new
-    session."""
+    """413 ``QuotaExceeded`` unless the session's current epoch may take one more trajectory
+    entry holding ``adding`` bytes of the caller's (arguments, or a reset's ``init_config``)
+    and, for a call (``result``), the largest result a call may return. Checked before anything runs,
+    against the worst case, so an episode never passes its quotas. Per epoch, never by the
+    session's age: a reset starts the counts again (and trims the stored trajectory, see
+    `server.sessions.reset`), so a session can serve a whole training run. Nothing is
+    recorded; reads, validation, reset and deletion still work."""
     worst = settings.max_result_bytes if result else 0
-    if record.length >= settings.max_session_calls:
-        reason = (f"has {record.length} trajectory entries, the most a session may have "
+    in_epoch = record.length - record.epoch_start
+    if result and in_epoch >= settings.max_session_calls:
+        reason = (f"has {in_epoch} trajectory entries in this episode, the most one may have "
                   f"(ENVSCALER_MAX_SESSION_CALLS={settings.max_session_calls})")
     elif record.size + ENTRY_OVERHEAD + adding + worst > settings.max_trajectory_bytes:
-        reason = (f"has a trajectory of {record.size} bytes; an entry of {adding} bytes"
+        reason = (f"keeps a trajectory of {record.size} bytes; an entry of {adding} bytes"
                   + (f" and a result of up to {worst} (ENVSCALER_MAX_RESULT_BYTES)"
                      if result else "")
                   + f" could pass ENVSCALER_MAX_TRAJECTORY_BYTES="
                   f"{settings.max_trajectory_bytes}")
     elif result and record.result_size + worst > settings.max_session_result_bytes:
-        reason = (f"has had {record.result_size} bytes of results; one more of up to {worst} "
-                  f"(ENVSCALER_MAX_RESULT_BYTES) could pass ENVSCALER_MAX_SESSION_RESULT_BYTES="
-                  f"{settings.max_session_result_bytes}")
+        reason = (f"has had {record.result_size} bytes of results in this episode; one more of "
+                  f"up to {worst} (ENVSCALER_MAX_RESULT_BYTES) could pass "
+                  f"ENVSCALER_MAX_SESSION_RESULT_BYTES={settings.max_session_result_bytes}")
     else:
         return
     raise ApiError(413, "QuotaExceeded", f"session {record.id} {reason}; nothing was run or "
-                   "recorded: open a new session")
+                   "recorded: reset the session or open a new one")

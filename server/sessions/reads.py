@@ -39,9 +39,7 @@ class Reads:
         self, caller: Principal, session_id: str
     ) -> tuple[Record, list[dict[str, Any]]]:
         record = await read_checked(self.store, session_id, caller)
-        entries = (
-            await self.store.entries(session_id, 0, record.length - 1) if record.length else []
-        )
+        entries = await self.store.entries(record, stop=record.length - 1)
         return record, entries
 
     async def state(self, caller: Principal, session_id: str) -> tuple[Record, dict[str, Any]]:

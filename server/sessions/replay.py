@@ -65,7 +65,7 @@ class Rebuilds:
         sessions) the record is left alone and the caller destroys the sandbox afterwards."""
         started = time.perf_counter()
         for _ in range(MAX_ENDED + 1):
-            entries = await self.store.entries(record.id, record.epoch_start)
+            entries = await self.store.entries(record, record.epoch_start)
             sandbox = await self._claim_for(record, lock)
             try:
                 replayed = await self._replay(record, sandbox, entries, lock)
@@ -112,7 +112,7 @@ class Rebuilds:
     async def ended_by_replay(self, record: Record, lock: SessionLock) -> bool:
         """A rebuilt runtime died under the first request after its replay: whether a recorded
         call ended it (found and marked: rebuild and try again), else the request did."""
-        entries = await self.store.entries(record.id, record.epoch_start)
+        entries = await self.store.entries(record, record.epoch_start)
         return await self._end_killer(record, lock, entries)
 
     async def _end_killer(self, record: Record, lock: SessionLock,

@@ -28,6 +28,13 @@ from server.store import Record, SessionLock, SessionStore
 log = logging.getLogger("envscaler.server.sessions")
 
 
+def ended_epoch_start(record: Record) -> int:
+    """Index of the first entry of the epoch a reset ends: its reset marker, if it has one. What
+    comes before is dropped then, so the finished episode stays readable until the next one
+    ends, and a session's stored trajectory never holds more than two."""
+    return max(record.epoch_start - 1, 0)
+
+
 @dataclass
 class Resets:
     """``POST /v1/sessions/{id}/reset``."""
@@ -69,6 +76,7 @@ class Resets:
                     initial, task = env.initial(scenario_id), env.scenario(scenario_id).task
             new_seed = record.seed if seed is None else seed
             custom = scenario_id is None
+            await self._trim(record, held.lock)
             within_quota(record, self.settings, initial.size if custom else 0, result=False)
             self.claims.admit(initial)
             sandbox = await self._reset_in_place(record, env, scenario_id, initial, new_seed)
@@ -90,6 +98,14 @@ class Resets:
             reused,
         )
         return record, task, reused
+
+    async def _trim(self, record: Record, lock: SessionLock) -> None:
+        """Drop the epochs before the one this reset ends (harmless should the reset fail: the
+        current epoch is kept whole)."""
+        if not await self.store.trim(record, lock, ended_epoch_start(record)):
+            raise backend_unavailable(
+                "the reset could not be recorded (the session lock's lease ran out)"
+            )
 
     async def _reset_in_place(self, record: Record, env: ServedEnv, scenario_id: str | None,
                               initial: Initial, seed: int) -> Sandbox | None:
@@ -115,17 +131,14 @@ class Resets:
     async def _record(self, record: Record, lock: SessionLock, sandbox: Sandbox,
                       scenario_id: str | None, initial: Initial, seed: int) -> None:
         """Start the new epoch: its marker in the trajectory and its counters at zero (releasing
-        the lock). A reset that is not recorded drops its sandbox: the record still names the
-        old epoch."""
+        the lock). A reset that is not recorded
+        drops its sandbox: the record still names the old epoch."""
         record.epoch += 1
         record.scenario, record.seed = scenario_id, seed
         custom = scenario_id is None
-        record.epoch_start, record.step, record.executed, record.sandbox = (
-            record.length + 1,
-            0,
-            0,
-            sandbox.handle.to_dict(),
-        )
+        record.epoch_start, record.step, record.executed, record.result_size = (
+            record.length + 1, 0, 0, 0)
+        record.sandbox = sandbox.handle.to_dict()
         marker: dict[str, Any] = {
             "kind": "reset",
             "index": record.length,
@@ -141,6 +154,7 @@ class Resets:
             "epoch_start": str(record.epoch_start),
             "step": "0",
             "executed": "0",
+            "result_size": "0",
             "sandbox": dumps(record.sandbox),
         }
         committed = False

@@ -8,6 +8,7 @@ from redis.asyncio import Redis
 from sandbox.backends.base import SandboxBackend
 from sandbox.checkers import CheckerPool
 from sandbox.image_pools import ImagePools
+from server.callsummary import CallSummary
 from server.catalogue import ServedCatalogue
 from server.metrics import Metrics
 from server.redis_scripts import ScriptClient
@@ -15,6 +16,7 @@ from server.sessions.claims import SandboxClaims
 from server.sessions.expiry import SessionExpiry
 from server.sessions.lifecycle import Lifecycle
 from server.sessions.locking import SessionLocks
+from server.sessions.points import Points
 from server.sessions.reads import Reads
 from server.sessions.replay import Rebuilds
 from server.sessions.reset import Resets
@@ -27,7 +29,8 @@ from server.store import SessionStore
 
 class SessionService:
     """What the routes and the MCP door call: ``create``, ``info``, ``tools``, ``trajectory``,
-    ``call``, ``state``, ``validate``, ``reset``, ``delete``, ``expire_idle``, ``live_count``."""
+    ``call``, ``state``, ``validate``, ``reset``, ``fork``, ``snapshot``, ``open_snapshot``,
+    ``delete``, ``expire_idle``, ``live_count``."""
 
     def __init__(
         self,
@@ -59,20 +62,28 @@ class SessionService:
         self.tools = reads.tools
         self.trajectory = reads.trajectory
         self.state = reads.state
+        self.summary = CallSummary(settings.log_summary_seconds)
         self.call = ToolCalls(settings, self.store, catalogue, self.locks, self.sandboxes,
-                              metrics).call
+                              metrics, self.summary).call
         self.reset = Resets(settings, self.store, catalogue, self.locks, claims,
                             self.sandboxes).reset
         self.validate = validation.validate
+        points = Points(settings, redis, self.store, catalogue, self.locks, claims,
+                        self.sandboxes, metrics)
+        self.fork = points.fork
+        self.snapshot = points.snapshot
+        self.open_snapshot = points.open_snapshot
         self.expire_idle = self.expiry.expire_idle
         self.live_count = self.store.live_count
 
     def start(self) -> None:
         self.locks.start()
         self.expiry.start()
+        self.summary.start()
 
     async def close(self) -> None:
         await self.expiry.close()
+        await self.summary.close()
         self.locks.close()
         self.sandboxes.close()
         if self.scripts is not None:

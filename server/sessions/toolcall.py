@@ -14,6 +14,7 @@ from common.jsoncodec import dump_bytes
 from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone
 from server import jsonlimits
 from server.auth import Principal, check_agent
+from server.callsummary import CallSummary
 from server.catalogue import ServedCatalogue, ServedEnv
 from server.errors import backend_unavailable, invalid_arguments, redis_failed, redis_full
 from server.jsonlimits import JsonLimits
@@ -87,6 +88,7 @@ class ToolCalls:
     locks: SessionLocks
     sandboxes: SessionSandboxes
     metrics: Metrics
+    summary: CallSummary
 
     def __post_init__(self) -> None:
         self.json_limits = self.settings.json_limits()
@@ -111,9 +113,9 @@ class ToolCalls:
             # A call_id names a call of its epoch: one reused after a reset runs anew, never
             # answers the previous episode's result.
             if held.seen_index is not None and held.seen_index >= record.epoch_start:
-                stored = await self.store.entry(session_id, held.seen_index)
+                stored = await self.store.entry(record, held.seen_index)
                 if stored is not None:
-                    log.info("duplicate call session=%s call_id=%s index=%d", session_id,
+                    log.debug("duplicate call session=%s call_id=%s index=%d", session_id,
                              call_id, held.seen_index)
                     return CallOutcome(stored, duplicate=True)
             require_active(record)
@@ -124,9 +126,10 @@ class ToolCalls:
             await self._record(record, held.lock, entry)
         elapsed = time.perf_counter() - started
         self.metrics.tool_call(env.id, name, elapsed)
-        if log.isEnabledFor(logging.INFO):
+        self.summary.add(elapsed, entry["ok"])
+        if log.isEnabledFor(logging.DEBUG):
             error = entry.get("error") or {}
-            log.info(
+            log.debug(
                 "call session=%s env=%s tool=%s index=%d ok=%s%s ms=%.2f",
                 session_id,
                 env.id,

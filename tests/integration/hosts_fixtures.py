@@ -4,6 +4,7 @@ processes (``HostProcess``), each with a socket root of its own, reachable only 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -17,13 +18,13 @@ import redis as redis_sync
 from sandbox.backends import make_backend
 from sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig
 from sandbox.pool import SandboxPool
-from sandbox.remote.host import HostAddress, SandboxHost
+from sandbox.remote.host import HandshakeLimits, HostAddress, SandboxHost
 from common.redisclient import connect
 from sandbox.remote.registry import HOSTS_KEY, HostInfo, HostRegistry
 from tests.conftest import REPO_ROOT, SOCKET_ROOT, TEST_LABELS, new_instance
 from tests.integration.gateway_fixtures import ChildProcess, free_port
 
-SECRET = "test-cluster-secret"
+SECRET = secrets.token_hex(32)  # a strong one, as every cluster secret must be
 
 
 def host_root(name: str) -> Path:
@@ -40,15 +41,17 @@ def remote_config(redis_url: str, auth: ClusterAuth) -> SandboxConfig:
 
 
 @asynccontextmanager
-async def host_in_process(redis_url: str, name: str, auth: ClusterAuth,
-                          pool_size: int = 1) -> AsyncIterator[SandboxHost]:
+async def host_in_process(redis_url: str, name: str, auth: ClusterAuth, pool_size: int = 1,
+                          limits: HandshakeLimits = HandshakeLimits()
+                          ) -> AsyncIterator[SandboxHost]:
     root = host_root(name)
     config = SandboxConfig(sandbox_backend="process", socket_root=root, pool_size=pool_size,
                            max_sandboxes=8, labels=TEST_LABELS)
     redis = connect(redis_url)
     address = f"127.0.0.1:{free_port()}"
     host = SandboxHost(SandboxPool(make_backend(config, new_instance()), config), auth,
-                       HostRegistry(redis), HostAddress(address, address), interval=0.2)
+                       HostRegistry(redis, auth.secret), HostAddress(address, address),
+                       interval=0.2, limits=limits)
     await host.start()
     try:
         yield host
@@ -62,9 +65,11 @@ class HostProcess(ChildProcess):
     """`envscaler sandbox host` with the process backend, in a process of its own (killed, as
     when its node dies: its runtimes die with it, PR_SET_PDEATHSIG)."""
 
-    def __init__(self, redis_url: str, name: str, log_path: Path, pool_size: int = 2) -> None:
+    def __init__(self, redis_url: str, name: str, log_path: Path, pool_size: int = 2,
+                 advertise: str | None = None) -> None:
         self.root = host_root(name)
         self.address = f"127.0.0.1:{free_port()}"
+        self.advertise = advertise or self.address  # what gateways are told to dial
         self.redis_url = redis_url
         self.log_path = log_path
         self.env = {**os.environ, "ENVSCALER_REDIS_URL": redis_url,
@@ -77,7 +82,8 @@ class HostProcess(ChildProcess):
     def start(self, timeout: float = 30.0) -> HostProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "cli", "sandbox", "host", "--listen", self.address],
+                [sys.executable, "-m", "cli", "sandbox", "host", "--listen", self.address,
+                 "--advertise", self.advertise],
                 cwd=REPO_ROOT, env=self.env, stdout=log, stderr=log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -95,7 +101,7 @@ class HostProcess(ChildProcess):
         try:
             for text in client.hvals(HOSTS_KEY):
                 info = HostInfo.parse(text)
-                if info is not None and info.address == self.address:
+                if info is not None and info.address == self.advertise:
                     return info.id
         finally:
             client.close()

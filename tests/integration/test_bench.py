@@ -26,7 +26,7 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
     written = json.loads((tmp_path / "results.json").read_text())
     assert written == results
     assert set(written) == {"meta", "config", "sessions", "calls", "baselines", "hosts",
-                            "density", "validate", "episodes", "batch", "lease_expiries",
+                            "density", "validate", "forks", "episodes", "batch", "lease_expiries",
                             "large_state", "floors"}
     assert written["meta"]["containers_left"] == 0
     assert written["meta"]["gateway"].startswith("envscaler serve (its default: ")
@@ -68,6 +68,12 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
     many = validate["concurrency"][str(config.validate_concurrency)]
     assert many["connections"] == config.validate_concurrency and many["failed"] == 0
     assert many["summary"]["n"] > 0 and {"p50_ms", "p99_ms"} <= set(many["summary"])
+
+    forked = written["forks"]
+    assert (forked["count"], forked["rounds"]) == (config.fork_count, config.fork_rounds)
+    assert forked["step"] >= 1
+    for way in ("fork", "open", "open_and_replay"):
+        assert forked[way]["n"] == config.fork_rounds and forked[way]["p50_ms"] > 0
 
     large = written["large_state"]
     assert large["small_call"]["n"] == config.large_state_calls
@@ -146,30 +152,35 @@ def test_floors_from_a_full_results_shape() -> None:
                         "order_desk-3mb": {"call": {"p50_ms": 2.5}, "open": {"p50_ms": 140.0},
                                            "redis_bytes_per_closed_session": 30_000},
                         "order_desk-30mb": {"refused": "... set by ENVSCALER_MAX_STATE_BYTES"}},
+        "forks": {"count": 8, "fork": {"p50_ms": 90.0}, "open": {"p50_ms": 100.0}},
     }
     met = [f["met"] for f in report.floors(results)]
     assert met == [True, True, True, False, True, False, None, True, False, True, True,
-                   True, False, True, True]
-    rewards = report.floors(results)[-7]
+                   True, False, True, True, True]
+    rewards = report.floors(results)[-8]
     assert rewards["measured"] == "555 of 556 at 1.0, 0 failed"
     results["episodes"]["runs"]["reset"]["256"] = episodes(300, 300)
-    assert report.floors(results)[-7]["met"] is True
+    assert report.floors(results)[-8]["met"] is True
     results["episodes"]["runs"]["open"]["256"]["errors"] = {"ReadTimeout": 1}
-    assert report.floors(results)[-7]["met"] is False
+    assert report.floors(results)[-8]["met"] is False
     results["large_state"]["order_desk-30mb"] = {"reward": 0.75}
-    assert report.floors(results)[-1]["met"] is False
+    assert report.floors(results)[-2]["met"] is False
+    results["forks"]["fork"]["p50_ms"] = 130.0  # dearer than opening as many
+    assert report.floors(results)[-1] == {
+        "floor": "fork of 8 at step k / opening as many, p50", "target": "<= 1",
+        "measured": "1.3 x", "met": False}
     results["large_state"]["order_desk-30mb"] = {"reward": None,
                                                  "no_reward": "CheckExhausted: 1 of 4 checks"}
-    unjudged = report.floors(results)[-1]
+    unjudged = report.floors(results)[-2]
     assert unjudged["met"] is False
     assert unjudged["measured"] == "no reward: CheckExhausted: 1 of 4 checks"
     results["lease_expiries"] = 2
-    assert report.floors(results)[-6]["met"] is False
+    assert report.floors(results)[-7]["met"] is False
     results["density"]["calls"]["summary"]["p99_ms"] = 1200.0
-    assert report.floors(results)[-5]["met"] is False
+    assert report.floors(results)[-6]["met"] is False
     results["density"]["live_sessions"] = 100  # fewer than the floor's: not judged
-    assert report.floors(results)[-5]["met"] is None
-    assert "not judged: 100 live" in report.floors(results)[-5]["measured"]
+    assert report.floors(results)[-6]["met"] is None
+    assert "not judged: 100 live" in report.floors(results)[-6]["measured"]
     del results["calls"]["library_loans"]["64"], results["episodes"]
     unjudged = [f["floor"] for f in report.floors(results) if f["met"] is None]
     assert len(unjudged) == 5 and unjudged[0].startswith("tool calls/s at concurrency 64")

@@ -166,3 +166,31 @@ async def test_the_async_client(aclient: AsyncEnvClient) -> None:
         async with aclient.create_session(COUNTER, "counter-2") as failing:
             raise RuntimeError("worker failed")
     assert (await failing.info()).status == "closed"
+
+
+def test_fork_and_snapshot(client: EnvClient) -> None:
+    with client.create_session(COUNTER, scenario="counter-1", seed=2) as session:
+        session.call("increment", {"name": "a"})
+        forks = session.fork(2)
+        snapshot_id = session.snapshot()
+        with client.open_snapshot(snapshot_id) as opened:
+            expected = session.call("token").result
+            for copy in (*forks, opened):
+                assert (copy.scenario, copy.task, copy.seed) == ("counter-1", TASKS["counter-1"], 2)
+                assert copy.agent_token.startswith(copy.id + ".")
+                assert copy.call("token").result == expected
+                assert copy.info().step == 2
+        for fork in forks:
+            fork.close()
+            assert fork.closed
+
+
+async def test_the_async_client_forks(aclient: AsyncEnvClient) -> None:
+    async with aclient.create_session(COUNTER, scenario="counter-2") as session:
+        await session.call("increment", {"name": "z"})
+        forks = await session.fork(3)
+        assert [(await fork.validate()).reward for fork in forks] == [1.0] * 3
+        async with aclient.open_snapshot(await session.snapshot()) as opened:
+            assert (await opened.validate()).reward == 1.0
+        for fork in forks:
+            await fork.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 
@@ -305,12 +306,24 @@ async def test_capacity_exhausted_429_with_retry_after_then_free_again(make_sett
         await new_session(client, scenario="counter-1")
 
 
-async def test_creation_rate_limit_503_with_retry_after(make_settings) -> None:
-    async with running_gateway(make_settings(sandbox_create_rate=0.01, pool_size=0)) as (_, client):
-        await new_session(client, scenario="counter-1")
-        response = await client.post("/v1/sessions", json={"env": COUNTER, "scenario": "counter-1"})
-        assert_error(response, 503, "CapacityExhausted")
-        assert int(response.headers["Retry-After"]) >= 2
+async def test_an_engine_busy_past_the_start_timeout_503_with_retry_after(
+        make_settings, monkeypatch) -> None:
+    """Opens wait their turn at the engine, but not for ever: one that gets no creation slot
+    within the start timeout is refused, clearly, and may retry."""
+    settings = make_settings(sandbox_create_concurrency=1, pool_size=0)
+    async with running_gateway(settings) as (app, client):
+        pool = app.state.pool
+        monkeypatch.setattr(pool, "config", dataclasses.replace(pool.config, start_timeout=0.2))
+        await pool._creating.acquire()  # the engine's only slot, held by a creation that hangs
+        try:
+            response = await client.post("/v1/sessions",
+                                         json={"env": COUNTER, "scenario": "counter-1"})
+        finally:
+            pool._creating.release()
+        error = assert_error(response, 503, "CapacityExhausted")
+        assert "busy creating sandboxes" in error["message"]
+        assert int(response.headers["Retry-After"]) >= 1
+        await new_session(client, scenario="counter-1")  # the slot free again: served
 
 
 async def test_backend_that_cannot_create_sandboxes_503(make_settings, tmp_path) -> None:

@@ -7,6 +7,7 @@ final state the fixture's classes should reach."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,3 +84,30 @@ def test_the_ground_truth_replayed_through_http_earns_reward_one(
             state = client.session(episode["session_id"]).state().state
         for name, tree in expected.items():
             assert state[name] == tree
+
+
+def test_a_question_whose_id_is_a_path_is_skipped_with_its_reason(
+        sandbox_image: str, socket_root: Path, tmp_path: Path) -> None:
+    """One question of a checkout with a path for an id: reported, the others imported."""
+    checkout = tmp_path / "gorilla"
+    shutil.copytree(CHECKOUT, checkout)
+    data = checkout / "berkeley-function-call-leaderboard" / "data"
+    name = "BFCL_v3_multi_turn_base.json"
+    for path in (data / name, data / "possible_answer" / name):
+        first = json.loads(path.read_text().splitlines()[0])  # question 0: PantryAPI alone
+        path.write_text(json.dumps(first) + "\n" + json.dumps(
+            {**first, "id": "../../escaped/multi_turn_base_0"}) + "\n")
+    out = tmp_path / "envs"
+    result = CliRunner().invoke(app, ["import", "bfcl", "--from", str(checkout), "--out",
+                                      str(out), "--json"], env={
+        "ENVSCALER_SANDBOX_BACKEND": "docker", "ENVSCALER_SANDBOX_IMAGE": sandbox_image,
+        "ENVSCALER_SOCKET_ROOT": str(socket_root), "ENVSCALER_POOL_SIZE": "0"})
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["counts"] == {"questions": 2, "envs_imported": 1, "scenarios_imported": 1,
+                                "not_imported": 1}
+    [problem] = report["errors"]
+    assert problem["record"] == "../../escaped/multi_turn_base_0"
+    assert "is not a scenario id" in problem["reason"]
+    assert [s.id for s in load_env(out / PANTRY).scenarios] == ["multi_turn_base_0"]
+    assert not (tmp_path / "escaped").exists()

@@ -50,9 +50,9 @@ from envscaler_client.rollout import (  # noqa: E402
 from server.ray_hosts import RayHosts  # noqa: E402
 
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
-HOSTS_ENV = {"ENVSCALER_CLUSTER_SECRET": SECRET, "ENVSCALER_SANDBOX_BACKEND": "process",
-             "ENVSCALER_POOL_SIZE": "1", "ENVSCALER_SOCKET_ROOT": f"{SOCKET_ROOT}-{{node}}",
-             "ENVSCALER_HOST_HEARTBEAT": "0.3", "ENVSCALER_LOG_LEVEL": "WARNING"}
+HOST_SETTINGS = {"cluster_secret": SECRET, "sandbox_backend": "process", "pool_size": 1,
+                 "socket_root": f"{SOCKET_ROOT}-{{node}}", "host_heartbeat": 0.3,
+                 "log_level": "WARNING"}  # as server.sandbox_host.host_settings hands them
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ async def test_hosts_follow_the_nodes_of_a_ray_cluster(cluster: Cluster, redis_u
                                                        catalogue_root: Path,
                                                        tmp_path: Path) -> None:
     hosts_redis = own_redis_db(redis_url, 13)
-    hosts = RayHosts({**HOSTS_ENV, "ENVSCALER_REDIS_URL": hosts_redis})
+    hosts = RayHosts({**HOST_SETTINGS, "redis_url": hosts_redis})
     try:
         await asyncio.to_thread(hosts.sync)
         nodes = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
@@ -198,8 +198,7 @@ async def test_rollouts_survive_a_killed_node(cluster: Cluster, catalogue_root: 
     is killed mid-run. Every episode completes with reward 1.0 and its trajectory holds each
     call of the reference solution once, in order."""
     with LocalRedisCluster(tmp_path / "redis") as redis_cluster:
-        hosts = RayHosts({**HOSTS_ENV, "ENVSCALER_REDIS_URL": redis_cluster.url,
-                          "ENVSCALER_POOL_SIZE": "8"})
+        hosts = RayHosts({**HOST_SETTINGS, "redis_url": redis_cluster.url, "pool_size": 8})
         try:
             await asyncio.to_thread(hosts.sync)
             settings = remote_settings(redis_cluster.url, catalogue_root, tmp_path)

@@ -196,6 +196,31 @@ def test_the_reference_policy_solves_every_library_scenario(
     assert_closed(live_gateway, episodes)
 
 
+def test_groups_run_on_forks_of_one_session(
+        run: Run, catalogue_root: Path, live_gateway: LiveGateway, tmp_path: Path) -> None:
+    """GRPO's groups: every member of a scenario and seed starts from one session's point."""
+    out = tmp_path / "groups.jsonl"
+    result = run("rollout", "--policy", "reference", "--env", COUNTER, "--catalogue",
+                 str(catalogue_root), "--group-size", "3", "--samples", "2", "--concurrency",
+                 "6", "--out", str(out), model=False)
+    assert result.exit_code == 0, result.output
+    episodes = lines(out)
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for episode in episodes:
+        groups.setdefault((episode["scenario"], episode["seed"]), []).append(episode)
+    assert len(groups) == 2 * 2  # two scenarios, two seeds each
+    for members in groups.values():
+        assert sorted(e["member"] for e in members) == [0, 1, 2]
+        assert len({e["session_id"] for e in members}) == 3
+        assert all(e["termination"] == "completed" and e["reward"] == 1.0 for e in members)
+    assert len({e["key"] for e in episodes}) == len(episodes) == 12
+    assert_closed(live_gateway, episodes)
+    rerun = run("rollout", "--policy", "reference", "--env", COUNTER, "--catalogue",
+                str(catalogue_root), "--group-size", "3", "--samples", "2", "--out", str(out),
+                model=False)
+    assert rerun.exit_code == 0 and len(lines(out)) == 12  # resumed: nothing to redo
+
+
 def test_export_keeps_only_rewarded_episodes_in_both_formats(
         run: Run, chat: ScriptedChat, tmp_path: Path) -> None:
     chat.script(AGENT, COUNTER_1, SOLVE_1)  # reward 1.0, with parallel calls

@@ -3,6 +3,8 @@ remote backend placing and reaching them, the cluster secret and TLS between the
 
 from __future__ import annotations
 
+import asyncio
+import secrets
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -16,7 +18,9 @@ from sandbox.backends.base import SandboxHandle
 from sandbox.backends.remote import RemoteBackend
 from sandbox.config import ClusterAuth
 from sandbox.errors import RuntimeFault, SandboxGone, SandboxUnavailable
-from sandbox.remote.host import SandboxHost
+from sandbox.remote.connection import HostConnection, HostUnreachable
+from sandbox.remote import wire
+from sandbox.remote.host import HandshakeLimits, SandboxHost
 from sandbox.remote.registry import FORGET_AFTER, HOSTS_KEY, HostInfo, HostRegistry
 from sandbox.sandbox import Sandbox
 from tests.integration.gateway_fixtures import COUNTER_SOURCE, own_redis_db
@@ -93,13 +97,19 @@ async def test_a_host_serves_only_the_sandboxes_it_gave_out(hosts_redis: str,
 
 async def test_a_gateway_without_the_secret_is_refused(hosts_redis: str,
                                                        host: SandboxHost) -> None:
-    backend = await started(hosts_redis, ClusterAuth(b"not the secret"))
+    """It cannot verify the host's registry entry (signed with the secret), so it sees no
+    host; dialling the host anyway, it is refused."""
+    other = ClusterAuth(secrets.token_hex(32).encode())
+    backend = await started(hosts_redis, other)
+    connection = HostConnection(host.id, host.address.advertise, other)
     try:
-        assert [h.id for h in backend.live_hosts()] == [host.id]
-        with pytest.raises(SandboxUnavailable, match="cannot reach host"):
+        assert backend.live_hosts() == []
+        with pytest.raises(SandboxUnavailable, match="no sandbox host is live"):
             await backend.create({"envscaler.session": "s3"})
-        assert backend.live_hosts() == []  # it failed this gateway: no placement on it
+        with pytest.raises(HostUnreachable, match="cannot prove"):
+            await connection.request("capacity")
     finally:
+        await connection.close()
         await backend.close()
 
 
@@ -152,7 +162,7 @@ async def test_hosts_silent_for_long_are_forgotten(hosts_redis: str, host: Sandb
     gone = HostInfo(id="gone", address="127.0.0.1:9", ready=4, live=4, capacity=8, interval=1.0,
                     beat=time.time() - FORGET_AFTER - 1)
     try:
-        await HostRegistry(client).publish(gone)
+        await HostRegistry(client, AUTH.secret).publish(gone)
         backend = await started(hosts_redis, AUTH)
         try:
             assert "gone" not in await client.hkeys(HOSTS_KEY)
@@ -161,3 +171,39 @@ async def test_hosts_silent_for_long_are_forgotten(hosts_redis: str, host: Sandb
             await backend.close()
     finally:
         await client.aclose()
+
+
+async def closed_by_the_host(reader: asyncio.StreamReader) -> bool:
+    """Whether the host closed the connection (within a bound far above the handshake's
+    timeout: before this fix a silent connection was held for a minute)."""
+    try:
+        return await asyncio.wait_for(reader.read(1), timeout=30) == b""
+    except ConnectionResetError:
+        return True
+
+
+async def test_connections_that_never_handshake_are_capped_and_timed_out(
+        hosts_redis: str, tmp_path: Path) -> None:
+    """TCP connections that never start TLS: beyond ``pending`` of them the host closes a new
+    one at once, and each is closed after ``timeout``; then a gateway is served again."""
+    cert, key = make_certificate(tmp_path)
+    host_auth = ClusterAuth(SECRET.encode(), tls_cert=cert, tls_key=key)
+    limits = HandshakeLimits(timeout=1.0, pending=3)
+    async with host_in_process(hosts_redis, "slow", host_auth, limits=limits) as host:
+        address, port = wire.split_address(host.address.advertise)
+        idle = [await asyncio.open_connection(address, port) for _ in range(limits.pending)]
+        async with asyncio.timeout(30):  # each counted as handshaking (before TLS, too)
+            while host._handshaking < limits.pending:
+                await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_connection(address, port)  # one too many
+        assert await closed_by_the_host(reader)
+        writer.close()
+        for reader, writer in idle:
+            assert await closed_by_the_host(reader)
+            writer.close()
+        backend = await started(hosts_redis, ClusterAuth(SECRET.encode(), tls_ca=cert))
+        try:
+            sandbox = Sandbox(await backend.create({"envscaler.session": "s5"}), backend)
+            await sandbox.destroy()
+        finally:
+            await backend.close()

@@ -175,7 +175,9 @@ def test_quotas_bound_each_session_and_no_other(gateway: GatewayProcess) -> None
         error = until_refused(counted, "increment", {"name": "a"})
         assert f"ENVSCALER_MAX_SESSION_CALLS={SESSION_CALLS}" in error["message"], error
         assert redis.llen(calls_key(counted)) == SESSION_CALLS
-        refused(client.post(f"/v1/sessions/{counted}/reset", json={}), 413, "QuotaExceeded")
+        # The count is per episode: a reset starts the next one, and the session goes on.
+        assert client.post(f"/v1/sessions/{counted}/reset", json={}).status_code == 200
+        assert run(counted, "increment", {"name": "a"}).status_code == 200
 
         error = until_refused(sized, "increment", {"name": "x" * (STRING - 100)})
         assert "ENVSCALER_MAX_TRAJECTORY_BYTES" in error["message"], error
@@ -196,6 +198,32 @@ def test_quotas_bound_each_session_and_no_other(gateway: GatewayProcess) -> None
             assert client.delete(f"/v1/sessions/{session_id}").status_code == 200
         answer = run(bystander, "increment", {"name": "a"})
         assert answer.status_code == 200 and answer.json()["index"] == 0, answer.text
+
+
+def test_a_session_serves_a_whole_training_run(gateway: GatewayProcess) -> None:
+    """Episodes of one session, reset to reset, past every per-session count: each reset trims
+    the episodes before the one it ends, so what Redis keeps stays two episodes long."""
+    redis = redis_sync.Redis.from_url(gateway.env["ENVSCALER_REDIS_URL"])
+    per_episode, episodes = SESSION_CALLS - 5, 6
+    with httpx.Client(base_url=gateway.url, timeout=60, headers=JSON) as client:
+        session_id = create(client)
+        for _ in range(episodes):
+            for _ in range(per_episode):
+                answer = client.post(f"/v1/sessions/{session_id}/calls",
+                                     json={"name": "increment", "arguments": {"name": "a"}})
+                assert answer.status_code == 200, answer.text
+            assert client.post(f"/v1/sessions/{session_id}/reset", json={}).status_code == 200
+            assert redis.llen(calls_key(session_id)) <= 2 * (per_episode + 1)
+        info = client.get(f"/v1/sessions/{session_id}").json()
+        assert info["calls"] == episodes * (per_episode + 1) > SESSION_CALLS
+        stored = redis.lrange(calls_key(session_id), 0, -1)
+        assert int(redis.hget(session_key(session_id), "size")) == sum(map(len, stored))
+        entries = client.get(f"/v1/sessions/{session_id}/trajectory").json()["entries"]
+        # The episode that ended last, whole, from its reset marker: indices run on.
+        assert [e["index"] for e in entries] == list(
+            range(info["calls"] - per_episode - 2, info["calls"]))
+        assert entries[0]["kind"] == "reset" and entries[-1]["kind"] == "reset"
+        assert client.get(f"/v1/sessions/{session_id}/state").json()["state"]["counters"] == {"a": 1}
 
 
 # ---------------------------------------------------------------- forged agent tokens

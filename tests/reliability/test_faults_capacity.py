@@ -16,11 +16,14 @@ import docker
 import httpx
 import pytest
 
+from sandbox.config import SandboxConfig
 from tests.conftest import RUN_ID
 from tests.integration.gateway_fixtures import running_gateway
 from tests.reliability.helpers import assert_error, call, containers_of, new_session
 
-ANSWER_WITHIN = 5.0
+# An open waits at most the start timeout for a creation slot, then its creation may take as
+# long: past that it would hang. (The bound the pool promises, whatever the machine's load.)
+ANSWER_WITHIN = 2 * SandboxConfig().start_timeout
 
 
 async def create(client: httpx.AsyncClient) -> tuple[httpx.Response, float]:
@@ -45,30 +48,16 @@ async def wait_ready(client: httpx.AsyncClient, within: float = 20.0) -> None:
 
 
 async def test_warm_pool_drained_by_a_burst_then_every_slot_taken(make_settings) -> None:
-    settings = make_settings(pool_size=2, sandbox_create_rate=1.0, max_sandboxes=8)
+    settings = make_settings(pool_size=2, sandbox_create_concurrency=1, max_sandboxes=8)
     async with running_gateway(settings) as (_, client):
         await pool_ready(client, 2)
-        # A burst of 6 against 2 warm sandboxes and 1 creation a second.
+        # A burst of 6 against 2 warm sandboxes and one creation at a time: the other four wait
+        # their turn at the engine, none is refused for a rate.
         answers = await asyncio.gather(*(create(client) for _ in range(6)))
-        created = [r.json()["session_id"] for r, _ in answers if r.status_code == 201]
-        refused = [r for r, _ in answers if r.status_code != 201]
-        assert len(created) >= 2 and refused, [r.status_code for r, _ in answers]
+        assert [r.status_code for r, _ in answers] == [201] * 6, [r.text for r, _ in answers]
+        created = [r.json()["session_id"] for r, _ in answers]
         for response, elapsed in answers:
             assert elapsed < ANSWER_WITHIN, elapsed  # never a hang
-        for response in refused:
-            assert_error(response, 503, "CapacityExhausted")  # the creation rate, not the slots
-        # Clients that honour Retry-After all get their session.
-        for response in refused:
-            delay = int(response.headers["Retry-After"])
-            while True:
-                await asyncio.sleep(delay)
-                retried, _ = await create(client)
-                if retried.status_code == 201:
-                    created.append(retried.json()["session_id"])
-                    break
-                assert_error(retried, {429, 503}, "CapacityExhausted")
-                delay = int(retried.headers["Retry-After"])
-        assert len(created) == 6
         assert (await client.get("/readyz")).status_code == 200
 
         # Every slot taken (sessions, and a warm sandbox on its way to the pool): 429 until a
@@ -78,10 +67,6 @@ async def test_warm_pool_drained_by_a_burst_then_every_slot_taken(make_settings)
             assert elapsed < ANSWER_WITHIN
             if response.status_code == 201:
                 created.append(response.json()["session_id"])
-                continue
-            if response.status_code == 503:  # the rate limit again: wait as told
-                assert_error(response, 503, "CapacityExhausted")
-                await asyncio.sleep(int(response.headers["Retry-After"]))
                 continue
             assert_error(response, 429, "CapacityExhausted")
             break

@@ -161,7 +161,7 @@ async def test_soak(redis_url: str, sandbox_image: str, socket_root: Path,
     settings = Settings(
         redis_url=soak_redis.url, catalogue=catalogue_root, sandbox_backend="docker",
         sandbox_image=sandbox_image, socket_root=socket_root, pool_size=8, max_sandboxes=96,
-        sandbox_create_rate=40.0, call_timeout=3.0, load_timeout=3.0, session_ttl=SESSION_TTL,
+        call_timeout=3.0, load_timeout=3.0, session_ttl=SESSION_TTL,
         record_ttl=RECORD_TTL, log_level="WARNING", api_keys=[])
     gateway = GatewayProcess(settings, TEST_LABELS, tmp_path / "gateway.log").start()
     figures = Figures()

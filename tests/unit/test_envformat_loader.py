@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -434,3 +435,71 @@ def test_turns_carry_the_solution_per_user_message_and_must_start_with_the_task(
                           ({"turns": turns, "solution": []}, "in its turns")]:
         with pytest.raises(ValidationError, match=reason):
             Scenario(**base, **wrong)
+
+
+def host_secret(tmp_path: Path) -> Path:
+    """A file outside the environment that a link in it could point to."""
+    secret = tmp_path / "outside" / "db.json"
+    secret.parent.mkdir()
+    secret.write_text('{"root_password": "hunter2"}')
+    return secret
+
+
+def scenario_on_data(env_dir: Path) -> None:
+    edit_scenario(env_dir, 1, lambda data: data.update(init_data="db.json", init_config={}))
+
+
+@pytest.mark.parametrize("linked", ["file", "folder"])
+def test_a_data_file_behind_a_link_is_refused_and_its_scenario_skipped(
+        env_dir: Path, tmp_path: Path, linked: str) -> None:
+    """A package's ``data/db.json`` (or its ``data`` folder) linking to a file of the host would
+    serve that file as a session's state: the scenario is skipped, saying why."""
+    secret = host_secret(tmp_path)
+    scenario_on_data(env_dir)
+    if linked == "file":
+        (env_dir / "data").mkdir()
+        (env_dir / "data" / "db.json").symlink_to(secret)
+    else:
+        (env_dir / "data").symlink_to(secret.parent)
+    error = skipped_line(env_dir)
+    assert error.line == 1 and error.field == "init_data"
+    assert "is a symbolic link" in error.message
+    assert "hunter2" not in json.dumps(load_env(env_dir).data)
+
+
+def test_a_data_file_that_is_not_a_regular_file_is_refused_without_blocking(
+        env_dir: Path) -> None:
+    scenario_on_data(env_dir)
+    (env_dir / "data").mkdir()
+    os.mkfifo(env_dir / "data" / "db.json")
+    assert "not a regular file" in skipped_line(env_dir).message
+
+
+def test_a_real_data_file_is_read(env_dir: Path) -> None:
+    scenario_on_data(env_dir)
+    (env_dir / "data").mkdir()
+    (env_dir / "data" / "db.json").write_text('{"books": {}}')
+    assert load_env(env_dir).data == {"db.json": '{"books": {}}'}
+
+
+@pytest.mark.parametrize("name", ["env.py", "env.json", "scenarios.jsonl"])
+def test_an_environment_file_behind_a_link_skips_the_environment(
+        env_dir: Path, tmp_path: Path, name: str) -> None:
+    outside = tmp_path / "outside-file"
+    shutil.copyfile(env_dir / name, outside)
+    (env_dir / name).unlink()
+    (env_dir / name).symlink_to(outside)
+    catalogue = load_catalogue(env_dir.parent)
+    assert catalogue.envs == {}
+    [error] = catalogue.errors
+    assert error.file == env_dir / name and "is a symbolic link" in error.message
+
+
+def test_an_environment_folder_that_is_a_link_is_skipped(env_dir: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(env_dir, elsewhere / "linked")
+    (env_dir.parent / "linked").symlink_to(elsewhere / "linked")
+    catalogue = load_catalogue(env_dir.parent)
+    assert list(catalogue.envs) == [ENV_ID]
+    [error] = catalogue.errors
+    assert error.file == env_dir.parent / "linked" and "is a symbolic link" in error.message

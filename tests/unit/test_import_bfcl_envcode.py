@@ -103,3 +103,26 @@ def test_third_party_imports_are_found_and_need_a_pin(tmp_path: Path) -> None:
                                   "pin it with --requirement NAME==VERSION")
     with pytest.raises(ValueError, match="not an exact pin"):
         asyncio.run(import_bfcl(checkout, tmp_path / "out", hub, requirements=("mpmath",)))
+
+
+def test_the_import_root_never_climbs_above_the_checkout(tmp_path: Path) -> None:
+    """BFCL's container mounts the import root: with packages (``__init__.py``) above the
+    checkout, it stops at the checkout's root, never mounting a folder beside it."""
+    above = tmp_path / "above"
+    checkout = above / "checkout"
+    shutil.copytree(CHECKOUT / "berkeley-function-call-leaderboard", checkout)
+    for folder in (above, checkout):
+        (folder / "__init__.py").write_text("")
+    assert locate(checkout).import_root() == checkout.resolve()
+    assert locate(CHECKOUT).import_root() == (
+        CHECKOUT / "berkeley-function-call-leaderboard").resolve()
+
+
+def test_a_source_folder_linking_out_of_the_checkout_is_refused(tmp_path: Path) -> None:
+    checkout, outside = tmp_path / "gorilla", tmp_path / "outside"
+    shutil.copytree(CHECKOUT, checkout)
+    sources = next(checkout.rglob("func_source_code"))
+    shutil.move(sources, outside)
+    sources.symlink_to(outside)
+    with pytest.raises(CheckoutError, match="leads out of the checkout"):
+        locate(checkout)

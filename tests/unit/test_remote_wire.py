@@ -4,10 +4,15 @@ loopback connection, errors across the wire, the registry's entries, the store's
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import secrets
+import socket
 import time
+from collections.abc import Callable
 
 import pytest
+from pydantic import ValidationError
 
 from common import jsoncodec
 from sandbox.config import ClusterAuth
@@ -22,8 +27,9 @@ from sandbox.errors import (
 from sandbox.remote import wire
 from sandbox.remote.connection import HostConnection
 from sandbox.remote.faults import from_wire, to_wire
-from sandbox.remote.registry import HostInfo
+from sandbox.remote.registry import HostInfo, signature, verified
 from sandbox.runtime import protocol
+from server.settings import Settings
 from server.store import (
     LIVE_KEYS,
     SLOTS,
@@ -35,15 +41,19 @@ from server.store import (
 )
 
 
-async def handshake(host_secret: bytes, gateway_secret: bytes) -> tuple[object, object]:
-    """Both sides of the handshake on a loopback connection: each side's outcome (None: it
-    trusts the other; else its exception)."""
+SECRET, OTHER_SECRET = secrets.token_hex(32).encode(), secrets.token_hex(32).encode()
+HOST = wire.HostIdentity("h1", "127.0.0.1:7420")
+
+
+async def handshake(host_secret: bytes, gateway_secret: bytes, host: wire.HostIdentity = HOST,
+                    dialled: wire.HostIdentity = HOST) -> tuple[object, object]:
+    """Both sides of the handshake on a loopback connection (the host being ``host``, the
+    gateway expecting ``dialled``): each side's outcome (its channel, or its exception)."""
     outcome: dict[str, object] = {}
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await wire.authenticate_gateway(reader, writer, host_secret)
-            outcome["host"] = None
+            outcome["host"] = await wire.authenticate_gateway(reader, writer, host_secret, host)
         except Exception as exc:  # noqa: BLE001 - the outcome under test
             outcome["host"] = exc
         writer.close()
@@ -52,8 +62,7 @@ async def handshake(host_secret: bytes, gateway_secret: bytes) -> tuple[object, 
     port = server.sockets[0].getsockname()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        await wire.authenticate_host(reader, writer, gateway_secret)
-        gateway: object = None
+        gateway: object = await wire.authenticate_host(reader, writer, gateway_secret, dialled)
     except Exception as exc:  # noqa: BLE001 - the outcome under test
         gateway = exc
     writer.close()
@@ -65,13 +74,123 @@ async def handshake(host_secret: bytes, gateway_secret: bytes) -> tuple[object, 
 
 
 async def test_both_sides_trust_each_other_with_the_same_secret() -> None:
-    assert await handshake(b"s3cret", b"s3cret") == (None, None)
+    host, gateway = await handshake(SECRET, SECRET)
+    assert isinstance(host, wire.Channel) and isinstance(gateway, wire.Channel)
 
 
 async def test_a_gateway_refuses_a_host_that_cannot_prove_the_secret() -> None:
-    host, gateway = await handshake(b"another", b"s3cret")
+    host, gateway = await handshake(OTHER_SECRET, SECRET)
     assert isinstance(gateway, wire.HostAuthFailed)
-    assert host is not None  # the gateway left without proving anything
+    assert not isinstance(host, wire.Channel)  # the gateway left without proving anything
+
+
+@pytest.mark.parametrize("dialled", [wire.HostIdentity("h1", "127.0.0.1:9999"),
+                                     wire.HostIdentity("h2", "127.0.0.1:7420")])
+async def test_the_proofs_bind_the_hosts_id_and_the_dialled_address(
+        dialled: wire.HostIdentity) -> None:
+    """A relay at another address (or a host other than the one meant) passes on a real host's
+    proof in vain: the gateway dialled another address, or meant another host."""
+    host, gateway = await handshake(SECRET, SECRET, dialled=dialled)
+    assert isinstance(gateway, wire.HostAuthFailed) and not isinstance(host, wire.Channel)
+
+
+class Tap:
+    """A loopback relay between a gateway and a host that records and may rewrite the bytes
+    (host-bound frames after the handshake's two) going to the host."""
+
+    def __init__(self, rewrite: Callable[[list[bytes]], list[bytes]]) -> None:
+        self.rewrite = rewrite
+        self.seen = bytearray()
+
+    async def relay(self, secret: bytes) -> tuple[wire.Channel, wire.Channel]:
+        """The gateway's and the host's channel, the tap between them."""
+        hosts: asyncio.Queue[wire.Channel] = asyncio.Queue()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await hosts.put(await wire.authenticate_gateway(reader, writer, secret, HOST))
+
+        host_server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        host_reader, host_writer = await asyncio.open_connection(
+            "127.0.0.1", host_server.sockets[0].getsockname()[1])
+        gateway_side, tap_side = socket.socketpair()
+        gateway_reader, gateway_writer = await asyncio.open_connection(sock=gateway_side)
+        tap_reader, tap_writer = await asyncio.open_connection(sock=tap_side)
+        self._tasks = [asyncio.create_task(self._pipe(tap_reader, host_writer, True)),
+                       asyncio.create_task(self._pipe(host_reader, tap_writer, False))]
+        gateway = await wire.authenticate_host(gateway_reader, gateway_writer, secret, HOST)
+        self._server = host_server
+        return gateway, await hosts.get()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    to_host: bool) -> None:
+        frames = 0
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                header = await reader.readexactly(4)
+                body = await reader.readexactly(int.from_bytes(header, "big"))
+                frames += 1
+                batch = [header + body]
+                if to_host:
+                    self.seen += body
+                    if frames > 2:  # after the hello and the gateway's proof
+                        batch = self.rewrite(batch)
+                for frame in batch:
+                    writer.write(frame)
+                await writer.drain()
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._server.close()
+
+
+def flip_a_byte(batch: list[bytes]) -> list[bytes]:
+    frame = bytearray(batch[0])
+    frame[-1] ^= 1
+    return [bytes(frame)]
+
+
+class Replay:
+    def __init__(self) -> None:
+        self.first: bytes | None = None
+
+    def __call__(self, batch: list[bytes]) -> list[bytes]:
+        if self.first is None:
+            self.first = batch[0]
+            return batch
+        return [self.first]  # the second request replaced by the first once more
+
+
+async def test_frames_after_the_handshake_are_sealed() -> None:
+    tap = Tap(lambda batch: batch)
+    gateway, host = await tap.relay(SECRET)
+    try:
+        await gateway.send({"id": 1, "op": "runtime", "source": "class Secretive: pass"})
+        assert (await host.receive())["source"] == "class Secretive: pass"
+        await host.send({"id": 1, "ok": True, "result": {"reward": 0.0}})
+        assert (await gateway.receive())["result"] == {"reward": 0.0}
+        assert b"Secretive" not in tap.seen and b"runtime" not in tap.seen
+    finally:
+        await tap.close()
+
+
+@pytest.mark.parametrize("rewrite", [flip_a_byte, Replay()], ids=["altered", "replayed"])
+async def test_a_frame_altered_or_replayed_on_the_path_is_refused(
+        rewrite: Callable[[list[bytes]], list[bytes]]) -> None:
+    tap = Tap(rewrite)
+    gateway, host = await tap.relay(SECRET)
+    try:
+        for number in (1, 2):
+            await gateway.send({"id": number, "op": "call", "arguments": {"n": number}})
+        if rewrite is flip_a_byte:
+            with pytest.raises(protocol.ProtocolError, match="integrity"):
+                await host.receive()
+        else:
+            assert (await host.receive())["id"] == 1
+            with pytest.raises(protocol.ProtocolError, match="integrity"):
+                await host.receive()
+    finally:
+        await tap.close()
 
 
 async def test_a_frame_too_long_for_the_handshake_is_refused_unread() -> None:
@@ -141,22 +260,22 @@ async def test_a_stale_connection_breaking_late_leaves_the_new_one_alone() -> No
     """A request that took a connection just before it broke may fail after another request has
     reconnected: that failure closes the old connection only; the requests on the new one go
     on and the next request still uses it."""
-    secret = b"s3cret"
     connections: list[asyncio.StreamWriter] = []
+    server = await asyncio.start_server(lambda r, w: host(r, w), "127.0.0.1", 0)
+    address = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
 
     async def host(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await wire.authenticate_gateway(reader, writer, secret)
+        channel = await wire.authenticate_gateway(reader, writer, SECRET,
+                                                  wire.HostIdentity("h1", address))
         connections.append(writer)
         with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
             while True:
-                message = await wire.receive(reader)
+                message = await channel.receive()
                 if message["op"] == "echo":
-                    await wire.send(writer, {"id": message["id"], "ok": True,
-                                             "result": message["text"]})
+                    await channel.send({"id": message["id"], "ok": True,
+                                        "result": message["text"]})
 
-    server = await asyncio.start_server(host, "127.0.0.1", 0)
-    address = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    connection = HostConnection("h1", address, ClusterAuth(secret))
+    connection = HostConnection("h1", address, ClusterAuth(SECRET))
     try:
         assert await connection.request("echo", text="one") == "one"
         stale = connection._link
@@ -174,3 +293,37 @@ async def test_a_stale_connection_breaking_late_leaves_the_new_one_alone() -> No
         await connection.close()
         server.close()
         await server.wait_closed()
+
+
+def signed_entry(info: HostInfo, secret: bytes = SECRET) -> str:
+    data = dict(info.__dict__)
+    return jsoncodec.dumps({**data, "sig": signature(secret, data)})
+
+
+def test_a_registry_entry_is_trusted_only_when_the_cluster_secret_signs_it() -> None:
+    info = HostInfo("h1", "10.0.0.1:7420", 3, 5, 10, 1.0, time.time(), "docker")
+    text = signed_entry(info)
+    assert verified(SECRET, "h1", text) == info
+    relayed = jsoncodec.loads(text) | {"address": "10.6.6.6:7420"}  # pointed at a relay
+    assert verified(SECRET, "h1", jsoncodec.dumps(relayed)) is None
+    assert verified(SECRET, "h1", jsoncodec.dumps(info.__dict__)) is None  # unsigned
+    assert verified(SECRET, "h1", signed_entry(info, OTHER_SECRET)) is None
+    assert verified(SECRET, "h2", text) is None  # another host's entry, copied
+    assert verified(SECRET, "h1", "[") is None
+
+
+@pytest.mark.parametrize("weak", ["abcd", "test-cluster-secret", "s3cret" * 20,
+                                  secrets.token_hex(16), "ab" * 32, "0123456789abcdef" * 4])
+def test_a_weak_cluster_secret_is_refused_naming_the_setting_and_the_remedy(weak: str) -> None:
+    with pytest.raises(ValueError, match="ENVSCALER_CLUSTER_SECRET .*openssl rand -hex 32"):
+        ClusterAuth(weak.encode())
+    with pytest.raises(ValidationError, match="ENVSCALER_CLUSTER_SECRET"):
+        Settings.model_validate({"cluster_secret": weak})
+
+
+@pytest.mark.parametrize("strong", [secrets.token_hex(32), secrets.token_hex(48),
+                                    base64.b64encode(secrets.token_bytes(32)).decode(),
+                                    secrets.token_urlsafe(32)])
+def test_thirty_two_random_bytes_in_hex_or_base64_make_a_cluster_secret(strong: str) -> None:
+    assert ClusterAuth(strong.encode()).secret == strong.encode()
+    assert Settings.model_validate({"cluster_secret": strong}).cluster_secret == strong

@@ -65,9 +65,11 @@ NATURAL_ENDS = frozenset({"completed", "user_stop"})
 ERROR_TERMINATIONS = frozenset({"model_error", "user_error", "gateway_error", "internal_error"})
 
 
-def episode_key(env: str, scenario: str | None, mode: str, seed: int | None) -> str:
+def episode_key(env: str, scenario: str | None, mode: str, seed: int | None,
+                member: int = 0) -> str:
     """What identifies an episode in a rollout file (resuming skips keys already there)."""
-    return f"{env}/{scenario or '-'}/{mode}/seed={seed}"
+    key = f"{env}/{scenario or '-'}/{mode}/seed={seed}"
+    return f"{key}/member={member}" if member else key
 
 
 class _Record(BaseModel):
@@ -165,7 +167,10 @@ class Episode(_Record):
     session_id: str | None = None
     epoch: int | None = None
     """The session's epoch the episode ran in (`run_rollouts` sets it): 0 on a new session, one
-    more after each reset. The session's trajectory holds every epoch, between reset markers."""
+    more after each reset. The session's trajectory keeps this epoch until the next one ends."""
+    member: int = 0
+    """Its place in its group: episodes of one scenario and seed started together, each on a
+    fork of the first one's session (`run_rollouts`), as GRPO's group baseline wants."""
     tools: list[dict[str, Any]] = Field(default_factory=list)
     messages: list[dict[str, Any]] = Field(default_factory=list)
     """The agent's conversation in chat-completions form: system, user, assistant (with

@@ -19,11 +19,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
+from itertools import groupby
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -55,10 +57,22 @@ class EpisodeSpec:
     seed: int = 0
     mode: str = NON_CONVERSATION
     split: str | None = None
+    member: int = 0
+    """Its place in a group of episodes of the same scenario and seed (GRPO's group)."""
 
     @property
     def key(self) -> str:
-        return episode_key(self.env, self.scenario, self.mode, self.seed)
+        return episode_key(self.env, self.scenario, self.mode, self.seed, self.member)
+
+    @property
+    def start(self) -> tuple[str, str, int, str]:
+        """What the episodes of one group share."""
+        return self.env, self.scenario, self.seed, self.mode
+
+
+def grouped(specs: list[EpisodeSpec], size: int) -> list[EpisodeSpec]:
+    """Each spec as ``size`` members of its group (one group per scenario and seed)."""
+    return [dataclasses.replace(spec, member=member) for spec in specs for member in range(size)]
 
 
 # ---------------------------------------------------------------- the file
@@ -216,8 +230,11 @@ class SessionSeat:
 
     async def release(self) -> None:
         session, self.session = self.session, None
-        if session is None:
-            return
+        if session is not None:
+            await self.close_quietly(session)
+
+    @staticmethod
+    async def close_quietly(session: AsyncSession) -> None:
         try:
             await session.close()  # after a cancel too: it is delivered once
         except EnvScalerError as exc:
@@ -249,8 +266,9 @@ async def run_rollouts(
         on_start: Callable[[int], None] | None = None,
         on_episode: Callable[[Episode], None] | None = None,
         reuse_sessions: bool = True) -> RolloutResult:
-    """Run an episode per spec with at most ``concurrency`` at a time (give ``client``
-    ``limits=connection_limits(concurrency)``, or no cap: a cap below it queues requests).
+    """Run an episode per spec with at most ``concurrency`` at a time (a group runs whole; give
+    ``client`` ``limits=connection_limits(max(concurrency, group size))``, or no cap: a cap below
+    that queues requests).
 
     ``policy_for(spec)`` gives the policy of one episode (e.g. ``policy.with_seed(spec.seed)``
     or a `ReferencePolicy` of its scenario). With ``out``, each episode is appended to that JSONL
@@ -259,6 +277,9 @@ async def run_rollouts(
     episodes (the first ones in ``specs`` order). ``on_start(total)`` is told how many will run,
     ``on_episode`` each as it ends. ``reuse_sessions``: a worker resets its session to its next
     episode of the same environment (see the module); False: a new session per episode.
+    Consecutive specs of one scenario and seed (`grouped`) are a group: its first member's
+    session is forked for the others (`AsyncSession.fork`), all run at once, and the forks are
+    closed after.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
@@ -279,12 +300,14 @@ async def run_rollouts(
             details[name] = await client.env(name)
         turns[name] = {scenario.id: scenario.turns for scenario in await client.scenarios(name)}
     writer = EpisodeWriter(out) if out is not None else None
-    queue = iter(todo)
+    groups = [list(group) for _, group in groupby(todo, key=lambda spec: spec.start)]
+    queue = iter(groups)
 
-    async def one(spec: EpisodeSpec, seat: SessionSeat) -> Episode:
+    async def one(spec: EpisodeSpec, seat: SessionSeat,
+                  session: AsyncSession | None = None) -> Episode:
         started_at, clock = time.time(), time.perf_counter()
         try:
-            session = await seat.take(spec)
+            session = session or await seat.take(spec)
         except EnvScalerError as exc:
             return failed_episode(spec, "session", exc, started_at=started_at,
                                   policy_name=policy_name)
@@ -301,24 +324,54 @@ async def run_rollouts(
             episode = failed_episode(spec, "runner", exc, termination="internal_error",
                                      started_at=started_at, policy_name=policy_name)
             episode.session_id = session.id
+        episode.key, episode.member = spec.key, spec.member
         episode.epoch = seat.epoch
+        return episode
+
+    async def lead(spec: EpisodeSpec, seat: SessionSeat) -> Episode:
+        episode = await one(spec, seat)
         await seat.done(episode)
         return episode
+
+    async def group(specs: list[EpisodeSpec], seat: SessionSeat) -> list[Episode]:
+        """The first member on the seat's session; the others on its forks, taken before any
+        member acts (then each goes its own way)."""
+        if len(specs) == 1:
+            return [await lead(specs[0], seat)]
+        try:
+            session = await seat.take(specs[0])
+            forks = await session.fork(len(specs) - 1)
+        except EnvScalerError as exc:
+            await seat.release()
+            return [failed_episode(spec, "session", exc, started_at=time.time(),
+                                   policy_name=policy_name) for spec in specs]
+        try:
+            return list(await asyncio.gather(
+                lead(specs[0], seat),
+                *(one(spec, seat, fork) for spec, fork in zip(specs[1:], forks, strict=True))))
+        finally:
+            for fork in forks:
+                await SessionSeat.close_quietly(fork)
+
+    def record(episode: Episode) -> None:
+        if writer is not None:
+            writer.write(episode)
+        result.episodes.append(episode)
+        if on_episode is not None:
+            on_episode(episode)
 
     async def worker() -> None:
         seat = SessionSeat(client, reuse_sessions)
         try:
-            for spec in queue:  # shared: each spec goes to one worker
-                episode = await one(spec, seat)
-                if writer is not None:
-                    writer.write(episode)
-                result.episodes.append(episode)
-                if on_episode is not None:
-                    on_episode(episode)
+            for specs in queue:  # shared: each group goes to one worker
+                for episode in await group(specs, seat):
+                    record(episode)
         finally:
             await seat.release()
 
-    workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(todo)))]
+    width = max((len(g) for g in groups), default=1)
+    workers = [asyncio.ensure_future(worker())
+               for _ in range(min(max(1, concurrency // width), len(groups)))]
     try:
         await asyncio.gather(*workers)
     except Exception:
