@@ -30,11 +30,8 @@ def live_sessions(gateway: Gateway) -> int:
     return int(float(found.group(1)))
 
 
-@pytest.fixture
-def small_gateway(sandbox_image: str, tmp_path: Path) -> Iterator[Gateway]:
-    """One worker that holds at most 3 sandboxes: a batch of 5 sees 2 opens refused, or more."""
-    gateway = Gateway(GatewayOptions(workers=1, pool_size=1, max_sandboxes=3), sandbox_image,
-                      tmp_path)
+def started(options: GatewayOptions, sandbox_image: str, scratch: Path) -> Iterator[Gateway]:
+    gateway = Gateway(options, sandbox_image, scratch)
     try:
         gateway.start()
         gateway.wait_ready()
@@ -43,11 +40,22 @@ def small_gateway(sandbox_image: str, tmp_path: Path) -> Iterator[Gateway]:
         gateway.stop()
 
 
+@pytest.fixture
+def one_worker(sandbox_image: str, tmp_path: Path) -> Iterator[Gateway]:
+    yield from started(GatewayOptions(workers=1, pool_size=2), sandbox_image, tmp_path)
+
+
+@pytest.fixture
+def small_gateway(sandbox_image: str, tmp_path: Path) -> Iterator[Gateway]:
+    """One worker that holds at most 3 sandboxes: a batch of 5 sees 2 opens refused, or more."""
+    yield from started(GatewayOptions(workers=1, pool_size=1, max_sandboxes=3), sandbox_image,
+                       tmp_path)
+
+
 @pytest.mark.timeout(300)
-def test_a_batch_reports_every_figure_and_closes_every_session(
-        small_gateway: Gateway) -> None:
+def test_a_batch_reports_every_figure_and_closes_every_session(one_worker: Gateway) -> None:
     envs = load_envs(Settings().catalogue, ())
-    figures = batch.measure(small_gateway.url, envs, lanes=3, window=0.0)
+    figures = batch.measure(one_worker.url, envs, lanes=3, window=0.0)
 
     assert figures["concurrency"] == 3
     assert figures["open_all"]["opened"] == 3 and figures["open_all"]["failed"] == 0
@@ -63,7 +71,7 @@ def test_a_batch_reports_every_figure_and_closes_every_session(
     assert figures["cpu_seconds"] > 0 and figures["cpu_ms_per_request"] > 0
     assert figures["close_all"] == {"seconds": figures["close_all"]["seconds"], "closed": 3,
                                     "failed": 0}
-    assert live_sessions(small_gateway) == 0
+    assert live_sessions(one_worker) == 0
 
     figures["lease_expiries"] = 0
     section = "\n".join(report._batch(figures))
@@ -91,14 +99,14 @@ def test_opens_the_gateway_refuses_are_reported_and_the_rest_run_and_close(
 
 @pytest.mark.timeout(300)
 def test_the_transport_measurement_runs_each_candidate_on_the_same_sessions(
-        small_gateway: Gateway) -> None:
+        one_worker: Gateway) -> None:
     envs = load_envs(Settings().catalogue, ())
-    rows = client_transport.measure(small_gateway.url, envs, [2], ["envscaler", "httpx-default"],
+    rows = client_transport.measure(one_worker.url, envs, [2], ["envscaler", "httpx-default"],
                                     window=0.0, say=lambda _line: None)
 
     assert [(row["transport"], row["sessions"]) for row in rows] == [
         ("envscaler", 2), ("httpx-default", 2)]
     for row in rows:
         assert row["errors"] == {} and row["requests"] > 0 and row["cpu_ms_per_request"] > 0
-    assert live_sessions(small_gateway) == 2  # opened once, attached to by both, left open
+    assert live_sessions(one_worker) == 2  # opened once, attached to by both, left open
     assert "| envscaler | 2 |" in client_transport.table(rows)
