@@ -74,9 +74,10 @@ class Connection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
-        self._complete = True  # the parser's status and keep-alive are only known until the next
-        self._status, self._keep_alive = self._parser.get_status_code(), \
-            self._parser.should_keep_alive()
+        # The parser's status and keep-alive hold only until it is fed again: read them now.
+        self._complete = True
+        self._status = self._parser.get_status_code()
+        self._keep_alive = self._parser.should_keep_alive()
 
     def data_received(self, data: bytes) -> None:
         if self._waiter is None or self._waiter.done():
@@ -209,16 +210,20 @@ class Pool:
         except TimeoutError:
             raise httpx.PoolTimeout("no connection became free within the pool timeout") from None
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
-                self.release(waiter.result())  # handed over as we were cancelled: pass it on
+            if waiter.done() and not waiter.cancelled():  # handed over as we were cancelled
+                handed = waiter.result()
+                if handed is None:
+                    self._wake()  # the slot to open a connection goes to the next in line
+                else:
+                    self.release(handed)
             raise
         finally:
-            if not waiter.done():
+            if not waiter.done() or waiter.cancelled():  # nothing handed over: leave the line
                 waiter.cancel()
-            try:
-                self.waiters.remove(waiter)
-            except ValueError:
-                pass
+                try:
+                    self.waiters.remove(waiter)
+                except ValueError:
+                    pass  # already taken off by a release, which skips cancelled waiters
 
     async def _connect(self, timeout: float | None) -> Connection:
         scheme, host, port = self.origin

@@ -138,3 +138,18 @@ async def test_a_read_timeout_and_an_unreachable_gateway_are_httpx_errors(server
         with pytest.raises(TransportError) as caught:
             await envclient.health()
         assert caught.value.unreachable
+
+
+async def test_a_cancelled_wait_for_a_connection_passes_it_on(server_url: str) -> None:
+    async with client(server_url, connection_limits(1), pool=60.0) as http:
+        slow = asyncio.create_task(http.get("/slow"))
+        await asyncio.sleep(0.05)
+        gone = asyncio.create_task(http.get("/gone"))
+        waiting = asyncio.create_task(http.get("/waiting"))
+        await asyncio.sleep(0.05)
+        gone.cancel()
+        assert (await slow).status_code == 200
+        answer = await asyncio.wait_for(waiting, 30.0)  # handed on, not left to the pool timeout
+        assert answer.json()["path"] == "/waiting"
+        with pytest.raises(asyncio.CancelledError):
+            await gone
