@@ -26,6 +26,7 @@ from sandbox.image_pools import ImagePools, requirement_sets
 from server import errors, statesize
 from server.auth import Authenticator
 from server.catalogue import ServedCatalogue
+from server.doors import nemo_gym, openenv, ors
 from server.fastcall import FastCalls
 from server.limits import BodyLimit, call_body_bytes
 from server.mcp_door import MCP_PATH, McpDoor, McpErrors
@@ -36,6 +37,7 @@ from server.responses import FastJSONResponse
 from server.routes import envs, health, sessions
 from server.sessions import SessionService
 from server.settings import Settings
+from server.web import apidocs
 from server.web import mount as mount_web_ui
 
 log = logging.getLogger("envscaler.server")
@@ -153,6 +155,8 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         default_response_class=FastJSONResponse,
+        docs_url=None,  # FastAPI's pages load scripts from a CDN: server.web.apidocs serves them
+        redoc_url=None,
         openapi_tags=[
             {"name": "sessions", "description": "Sessions and tool calls"},
             {"name": "environments", "description": "The catalogue"},
@@ -181,7 +185,11 @@ def create_app(
     app.include_router(sessions.router)
     app.include_router(health.router)
     app.include_router(envs.router)
+    app.include_router(openenv.router)
+    app.include_router(nemo_gym.router)
+    app.include_router(ors.router)  # at the root, where ORS clients look: last, after all others
     app.add_route(MCP_PATH, mcp, include_in_schema=False)  # ASGI: every method, to the SDK
+    apidocs.mount(app)
     if settings.web_ui:
         mount_web_ui(app)
     return app

@@ -9,9 +9,13 @@
   ``POST /v1/sessions/{id}/calls``. Anything else answers 403 ``Forbidden``: an agent holding it
   cannot read state, the trajectory, checks or solutions, validate, reset, delete, or touch
   another session, so it cannot peek at its reward.
-- With no API keys configured, a request without a token (or with any token that is not an agent
-  token) is admin; the command line then binds loopback only. A request that presents an agent
-  token is always limited to it.
+- With no API keys configured, a REST request without a token (or with any token that is not an
+  agent token) is admin: the loopback operator's; the command line then binds loopback only. A
+  request that presents an agent token is always limited to it, and held to it (a wrong secret
+  answers 401). The MCP door (`server.mcp_door`), an agent's door, grants nothing anonymously:
+  it always needs the session's agent token or an API key (``anonymous=False``).
+- A 401 says why in its ``WWW-Authenticate`` too (`server.errors.bearer_challenge`): MCP clients
+  show that rather than start an OAuth login the gateway does not offer.
 
 Secrets are compared with ``hmac.compare_digest``. The agent token's hash is checked against the
 session record by `server.sessions.SessionService` (which reads the record anyway), so the check
@@ -61,6 +65,16 @@ class Principal:
 ANONYMOUS_ADMIN = Principal(kind="admin")
 
 
+def agent_principal(token: str) -> Principal | None:
+    """The agent that ``token`` claims to be (checked against its session's record later), or
+    None when it is not shaped as an agent token."""
+    match = AGENT_TOKEN_RE.match(token)
+    if match is None:
+        return None
+    return Principal(kind="agent", owner="agent", session_id=match.group(1),
+                     token_hash=token_hash(token))
+
+
 class Authenticator:
     def __init__(self, api_keys: list[str]) -> None:
         self._keys = [(key.encode(), key_fingerprint(key)) for key in api_keys]
@@ -70,11 +84,16 @@ class Authenticator:
         """True when no keys are configured (loopback-only service)."""
         return not self._keys
 
-    def authenticate(self, authorization: str | None) -> Principal:
+    def authenticate(self, authorization: str | None, anonymous: bool = True) -> Principal:
+        """The caller. ``anonymous``: whether, with no API keys configured, a request without a
+        credential (no token, or one that is neither a key nor an agent token) is the loopback
+        operator's (admin); False refuses it (401) like a gateway with keys does."""
+        admit = self.open and anonymous
         if not authorization:
-            if self.open:
+            if admit:
                 return ANONYMOUS_ADMIN
-            raise unauthorized("missing 'Authorization: Bearer <API key or agent token>'")
+            raise unauthorized("missing 'Authorization: Bearer <API key or agent token>'",
+                               missing=True)
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
@@ -83,14 +102,14 @@ class Authenticator:
         for key, fingerprint in self._keys:
             if hmac.compare_digest(encoded, key):
                 return Principal(kind="admin", owner=fingerprint)
-        match = AGENT_TOKEN_RE.match(token)
-        if match is not None:
-            return Principal(
-                kind="agent", owner="agent", session_id=match.group(1), token_hash=token_hash(token)
-            )
-        if self.open:
+        agent = agent_principal(token)
+        if agent is not None:
+            return agent
+        if admit:
             return ANONYMOUS_ADMIN
-        raise unauthorized("unknown API key")
+        raise unauthorized("unknown API key" if self._keys else
+                           "not an agent token (this gateway has no API keys: only the session's "
+                           "agent token is accepted here)")
 
 
 async def principal(request: Request, _credentials: object = Depends(bearer_scheme)) -> Principal:

@@ -123,8 +123,30 @@ def invalid_arguments(message: str, field: str | None = None) -> ApiError:
     return ApiError(422, "InvalidArguments", message, field=field)
 
 
-def unauthorized(message: str) -> ApiError:
-    return ApiError(401, "Unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
+def bearer_challenge(message: str, missing: bool = False, **params: str) -> str:
+    """A ``WWW-Authenticate`` value that says why (RFC 6750 section 3): ``error`` is
+    ``invalid_request`` when no credential was sent, else ``invalid_token``, and
+    ``error_description`` the gateway's message, so that a client can show it rather than start
+    a login flow the gateway does not have. ``params``: more parameters (``resource_metadata``)."""
+    values = {"error": "invalid_request" if missing else "invalid_token",
+              "error_description": message, **params}
+    return "Bearer " + ", ".join(f'{name}="{_quotable(value)}"' for name, value in values.items())
+
+
+def _quotable(text: str) -> str:
+    """``text`` as RFC 6750 allows inside a quoted parameter: printable ASCII but the quote and the
+    backslash (anything else becomes ``?``)."""
+    return "".join(char if " " <= char <= "~" and char not in '"\\' else "?" for char in text)
+
+
+def unauthorized(message: str, missing: bool = False) -> ApiError:
+    """401 ``Unauthorized``; ``missing``: no credential was sent at all."""
+    return ApiError(401, "Unauthorized", message,
+                    headers={"WWW-Authenticate": bearer_challenge(message, missing)})
+
+
+def method_not_allowed(message: str, allow: str) -> ApiError:
+    return ApiError(405, "MethodNotAllowed", message, headers={"Allow": allow})
 
 
 def forbidden(message: str) -> ApiError:

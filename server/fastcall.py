@@ -41,7 +41,7 @@ from server import jsonlimits
 from server.errors import ApiError
 from server.jsonlimits import JsonLimits
 from server.limits import OFFLOAD_BYTES, replay
-from server.models import MAX_CALL_FIELD_CHARS
+from server.models import MAX_CALL_FIELD_CHARS, MAX_SEQ
 from server.requestguard import is_json
 from server.routes.sessions import MAX_SESSION_ID_CHARS, answer_call
 
@@ -52,7 +52,7 @@ Send = Callable[[Message], Awaitable[None]]
 
 PREFIX = "/v1/sessions/"
 SUFFIX = "/calls"
-FIELDS = frozenset(("name", "arguments", "call_id"))
+FIELDS = frozenset(("name", "arguments", "call_id", "seq"))
 LONG_INTEGER = re.compile(rb"[0-9]{19}")  # 19 digits may be beyond 64 bits; 18 never are
 
 
@@ -144,8 +144,8 @@ def _session_id(scope: Scope) -> str | None:
 
 def _call_request(
     body: bytes, limits: JsonLimits
-) -> tuple[str, dict[str, Any] | str, str | None] | None:
-    """(name, arguments, call_id) of a body that is plainly a valid `CallRequest`, else None;
+) -> tuple[str, dict[str, Any] | str, str | None, int | None] | None:
+    """(name, arguments, call_id, seq) of a body that is plainly a valid `CallRequest`, else None;
     `ApiError` ``JsonTooComplex`` when it exceeds the JSON limits."""
     if LONG_INTEGER.search(body) is not None:
         return None  # orjson reads integers beyond 64 bits as floats; the standard library does not
@@ -170,7 +170,10 @@ def _call_request(
     if call_id is not None and (type(call_id) is not str
                                 or not 0 < len(call_id) <= MAX_CALL_FIELD_CHARS):
         return None
-    return name, arguments, call_id
+    seq = value.get("seq")
+    if seq is not None and (type(seq) is not int or not 0 <= seq <= MAX_SEQ):
+        return None
+    return name, arguments, call_id, seq
 
 
 def _handler(handlers: dict[Any, Any], exc: Exception) -> Any:

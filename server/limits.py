@@ -24,6 +24,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from server import jsonlimits
+from server.doors.nemo_gym import is_tool_path
 from server.errors import ApiError
 from server.jsonlimits import JsonLimits
 from server.statesize import StateLimit
@@ -44,7 +45,8 @@ def call_body_bytes(max_request_bytes: int, max_argument_bytes: int) -> int:
 
 
 def is_call_path(path: str) -> bool:
-    return path.startswith("/v1/sessions/") and path.endswith("/calls")
+    """A tool call's path: REST's, or a door's (NeMo Gym's ``/nemo-gym/{env}/{tool}``)."""
+    return (path.startswith("/v1/sessions/") and path.endswith("/calls")) or is_tool_path(path)
 
 
 @dataclasses.dataclass(frozen=True)

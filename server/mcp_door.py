@@ -8,21 +8,28 @@ An agent harness that speaks MCP points at one session's URL with that session's
   tools here: they stay on the REST API, for API keys only.
 - ``tools/call`` is `server.sessions.toolcall.ToolCalls.call`, the same operation as
   ``POST /v1/sessions/{id}/calls``: the same request model and its limits, schema validation,
-  the session lock, idempotency (``_meta.call_id`` plays ``call_id``), the trajectory and the
-  deadline. A tool's failure, and a call the gateway refuses (unknown tool, arguments that do not
-  match the schema, a deadline), are ``isError`` results whose text is the REST error object
-  (``{"type", "message", "field"?}``), so the agent reads why and can try again.
+  the session lock, idempotency (``_meta.call_id`` plays ``call_id``, ``_meta.seq`` ``seq``),
+  the trajectory and the deadline. A tool's failure, and a call the gateway refuses (unknown
+  tool, arguments that do not match the schema, a deadline), are ``isError`` results whose text
+  is the REST error object (``{"type", "message", "field"?}``), so the agent reads why and can
+  try again.
 
-Before the MCP layer sees a request, the caller is authenticated and the session must exist and
-be active, or the request is refused with the gateway's status and error shape (401, 403, 404,
-409, 410): a harness learns at ``initialize`` that its token or its session is wrong, not at its
-first tool call. `McpErrors` frames every such refusal on an MCP path, this door's and those of
-the layers before it (the host guard, the body and JSON limits), as a JSON-RPC error too, so that
-the MCP client raises the gateway's message rather than a generic one.
+Before the MCP layer sees a request, the caller is authenticated (always: the session's agent
+token or an API key, even on a gateway without API keys, where REST admits the loopback operator
+anonymously) and the session must exist and be active, or the request is refused with the
+gateway's status and error shape (401, 403, 404, 409, 410): a harness learns at ``initialize``
+that its token or its session is wrong, not at its first tool call. `McpErrors` frames every such
+refusal on an MCP path, this door's and those of the layers before it (the host guard, the body
+and JSON limits), as a JSON-RPC error too, so that the MCP client raises the gateway's message
+rather than a generic one; a 401's ``WWW-Authenticate`` says why too
+(`server.errors.bearer_challenge`).
 
 The SDK's session manager runs stateless (a transport per HTTP request, no MCP session id) and
 answers JSON, not SSE: everything a request needs is in Redis, so any worker of any gateway
-serves any request of any MCP client, without sticky routing.
+serves any request of any MCP client, without sticky routing. A stateless server has nothing to
+say unprompted and no MCP session to end, so only ``POST`` is served: ``GET`` (the SDK would
+open a server-to-client SSE stream that never ends, held outside the request timeouts) and
+``DELETE`` answer 405 with ``Allow: POST``, as the streamable HTTP transport provides for.
 """
 
 from __future__ import annotations
@@ -37,7 +44,6 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.jsonrpc import INVALID_REQUEST
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -45,14 +51,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from common import jsoncodec
 from server.auth import Principal
 from server.catalogue import ServedEnv, tool_name, tool_parameters
-from server.errors import ApiError, backend_unavailable, invalid_request_from
-from server.models import CallRequest
+from server.doors.episodes import call_request
+from server.errors import ApiError, backend_unavailable, method_not_allowed
 from server.sessions import SessionService
 
 MCP_PATH = "/v1/sessions/{session_id}/mcp"
 MCP_PREFIX, MCP_SUFFIX = "/v1/sessions/", "/mcp"
 SCOPE_KEY = "envscaler.mcp"  # the request's `McpCaller`, for the MCP handlers
 CALL_ID_META = "call_id"  # tools/call ``_meta`` key of the REST ``call_id``
+SEQ_META = "seq"  # and of its ``seq``
 
 
 @dataclass(frozen=True)
@@ -105,18 +112,12 @@ async def _call_tool(
 ) -> types.CallToolResult:
     caller = _caller(ctx)
     try:
-        # The REST request model, so its limits hold for this door too.
-        call = CallRequest.model_validate({
-            "name": params.name,
-            "arguments": params.arguments or {},
-            "call_id": (params.meta or {}).get(CALL_ID_META),
-        })
-    except ValidationError as exc:
-        return _error_result(invalid_request_from(exc.errors()).body()["error"])
-    try:
+        meta = params.meta or {}
+        call = call_request(params.name, params.arguments, meta.get(CALL_ID_META),
+                            meta.get(SEQ_META))
         outcome = await caller.service.call(
-            caller.principal, caller.session_id, call.name, call.arguments, call.call_id
-        )
+            caller.principal, caller.session_id, call.name, call.arguments, call.call_id,
+            call.seq)
     except ApiError as exc:
         return _error_result(exc.body()["error"])
     body = outcome.body()
@@ -163,10 +164,16 @@ class McpDoor:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         manager = self._manager
         try:
+            if scope["method"] != "POST":
+                raise method_not_allowed(
+                    f"{scope['method']} is not served: this MCP endpoint is stateless (no "
+                    "server-to-client stream, no MCP session to end); send JSON-RPC with POST",
+                    allow="POST")
             if manager is None:
                 raise backend_unavailable("the gateway is starting or stopping")
             app = scope["app"]
-            principal = app.state.auth.authenticate(Request(scope).headers.get("authorization"))
+            principal = app.state.auth.authenticate(Request(scope).headers.get("authorization"),
+                                                    anonymous=False)
             service: SessionService = app.state.service
             session_id = scope["path_params"]["session_id"]
             _record, env = await service.tools(principal, session_id, active=True)

@@ -279,9 +279,11 @@ class SessionTools(BaseModel):
     session_id: str
     env: str
     tools: list[dict[str, Any]] = Field(examples=[[TOOL_EXAMPLE]])
+    next_seq: int = Field(0, description="The `seq` of the episode's next ordered call")
 
 
 MAX_CALL_FIELD_CHARS = 200  # a tool name or a call id (also `server.fastcall`)
+MAX_SEQ = 2**31 - 1  # a call's ``seq`` (also `server.fastcall`)
 
 
 class CallRequest(BaseModel):
@@ -309,6 +311,17 @@ class CallRequest(BaseModel):
         max_length=MAX_CALL_FIELD_CHARS,
         description="Client id of the call: a repeated id returns the stored "
         "result and executes nothing",
+    )
+    seq: int | None = Field(
+        None,
+        strict=True,  # a position: never a string or a boolean taken for one
+        ge=0,
+        le=MAX_SEQ,
+        description="The call's position in its episode (0, 1, 2... from each open or reset): "
+        "call n takes effect after calls 0..n-1, whatever order they arrive in (a turn's calls "
+        "sent at once keep the model's order). A call whose turn passed answers 409 "
+        "CallOutOfOrder; one waiting for calls that never come runs after "
+        "ENVSCALER_CALL_ORDER_WAIT seconds of idle session",
     )
 
 

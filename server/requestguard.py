@@ -10,6 +10,8 @@
   browser marks with an ``Origin`` of another host is refused with 403 ``Forbidden``: a page of
   another site may make the browser send a POST without a body, which no content type would stop.
 
+The same host and origin checks hold for a WebSocket's upgrade (the OpenEnv door's ``/ws``).
+
 With API keys every request must carry a key or a token, which a browser never adds on its own.
 """
 
@@ -57,6 +59,12 @@ class RequestGuard:
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and (refusal := self._refusal(scope)) is not None:
             await refusal.response()(scope, receive, send)
+            return
+        if scope["type"] == "websocket" and (refusal := self._refusal(scope)) is not None:
+            # Closed before it is accepted: the server answers the upgrade 403. A page of
+            # another origin may open a WebSocket without asking, as it may send a form.
+            await send({"type": "websocket.close", "code": 1008,
+                        "reason": f"{refusal.type}: {refusal.message}"[:120]})
             return
         await self.app(scope, receive, send)
 

@@ -95,6 +95,9 @@ class Settings(BaseSettings):
                                 "in a sandbox")
     session_lock_wait: float = Field(15.0, gt=0, description="longest wait for a busy session "
                                      "(then 503)")
+    call_order_wait: float = Field(5.0, gt=0, description="how long a call with a seq waits, "
+                                   "while its session is idle, for the calls numbered before it "
+                                   "(then it runs without them)")
     check_cpu_seconds: float = Field(2.0, gt=0, le=600, description="CPU seconds each check "
                                      "function may spend (CPU time, so verdicts do not depend "
                                      "on load)")

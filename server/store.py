@@ -171,6 +171,13 @@ def init_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def order_next(order: str, epoch: int) -> int:
+    """The next ``seq`` that a record's ``order`` field names for ``epoch`` (0 for another
+    epoch's, or none)."""
+    order_epoch, _, number = order.partition(":")
+    return int(number) if order_epoch == str(epoch) and number.isdigit() else 0
+
+
 def _utf8_bytes(text: str) -> int:
     """What a text takes in Redis (the ``size`` of a session's entries)."""
     return len(text.encode("utf-8", "surrogatepass"))
@@ -197,10 +204,16 @@ class Record:
     result_size: int = 0
     init: str = ""  # the custom init_config's digest (its key): empty for a scenario
     base: int = 0  # index of the first entry still stored (`SessionStore.trim`)
+    order: str = ""  # "<epoch>:<next seq>" of the ordered calls (`server.sessions.ordering`)
 
     def position(self, index: int) -> int:
         """Where the entry of ``index`` is in the stored list."""
         return index - self.base
+
+    @property
+    def next_seq(self) -> int:
+        """The ``seq`` of this episode's next ordered call: 0 until one took effect in it."""
+        return order_next(self.order, self.epoch)
 
     @classmethod
     def parse(cls, session_id: str, raw: dict[str, str]) -> Record:
@@ -225,6 +238,7 @@ class Record:
             result_size=int(raw.get("result_size", 0)),
             init=raw.get("init", ""),
             base=int(raw.get("base", 0)),
+            order=raw.get("order", ""),
         )
 
     def fields(self) -> dict[str, str]:
@@ -247,6 +261,7 @@ class Record:
             "result_size": str(self.result_size),
             "init": self.init,
             "base": str(self.base),
+            "order": self.order,
         }
 
 
@@ -536,6 +551,17 @@ class SessionStore:
             raw, index = await pipe.execute()
         record = Record.parse(session_id, raw) if raw else None
         return record, (int(index) if index is not None else None)
+
+    async def order_state(self, session_id: str) -> tuple[int, bool] | None:
+        """(the next ``seq`` of the session's episode, whether a request holds its lock), in one
+        round trip without the lock; None when there is no record."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(session_key(session_id), ["epoch", "order"])
+            pipe.exists(lock_key(session_id))
+            (epoch, order), held = await pipe.execute()
+        if epoch is None:
+            return None
+        return order_next(order or "", int(epoch)), bool(held)
 
     async def entry(self, record: Record, index: int) -> dict[str, Any] | None:
         if index < record.base:

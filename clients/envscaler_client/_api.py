@@ -117,12 +117,23 @@ def session_tools(session_id: str, token: str | None) -> ApiRequest[SessionTools
 
 
 def call(session_id: str, name: str, arguments: Arguments, call_id: str | None,
-         token: str | None) -> ApiRequest[CallResult]:
-    """A tool call; its ``call_id`` is fixed here, once, so every retry carries the same one."""
+         token: str | None, seq: int | None = None) -> ApiRequest[CallResult]:
+    """A tool call; its ``call_id`` is fixed here, once, so every retry carries the same one
+    (and its ``seq``, when it is ordered)."""
     body = {"name": name, "arguments": arguments if isinstance(arguments, str) else
-            dict(arguments or {}), "call_id": call_id or new_call_id()}
+            dict(arguments or {}), "call_id": call_id or new_call_id(),
+            **_without_none(seq=seq)}
     return ApiRequest("POST", _session(session_id, "/calls"), CallResult.model_validate, json=body,
                       token=token)
+
+
+def session_call(data: SessionData, name: str, arguments: Arguments, call_id: str | None,
+                 ordered: bool) -> ApiRequest[CallResult]:
+    """A call of the session ``data``; ``ordered``: numbered now, in the order of these calls
+    (`SessionData.take_seq`), so that the gateway runs it after every ordered call made before
+    it through this object, however the requests overtake each other on the way."""
+    return call(data.id, name, arguments, call_id, data.agent_token,
+                data.take_seq() if ordered else None)
 
 
 def state(session_id: str) -> ApiRequest[SessionState]:
@@ -153,7 +164,8 @@ def attach_flow(session_id: str, agent_token: str | None, policy: RetryPolicy) -
     """An existing session. With its agent token, only the tools can be read (the token allows
     nothing else); with the client's API key, also its scenario, seed and task."""
     tools = yield from exchange(session_tools(session_id, agent_token), policy)
-    data = SessionData(id=session_id, env=tools.env, tools=tools.tools, agent_token=agent_token)
+    data = SessionData(id=session_id, env=tools.env, tools=tools.tools, agent_token=agent_token,
+                       next_seq=tools.next_seq)
     if agent_token is None:
         info = yield from exchange(session_info(session_id), policy)
         data.scenario, data.seed, data.closed = info.scenario, info.seed, info.status == "closed"
@@ -167,6 +179,7 @@ def reset_flow(data: SessionData, scenario: str | None, seed: int | None,
                init_config: Mapping[str, Any] | None, policy: RetryPolicy) -> Flow[ResetResult]:
     result = yield from exchange(reset(data.id, scenario, seed, init_config), policy)
     data.scenario, data.seed, data.task = result.scenario, result.seed, result.task
+    data.next_seq = 0  # a new episode: its ordered calls are numbered from 0
     return result
 
 
@@ -199,11 +212,19 @@ def tool_message_flow(data: SessionData, tool_call: Any,
     Arguments the schema rejects (malformed JSON included) and unknown tools become an error
     message the model can correct. The ``call_id`` is fresh, not the model's tool-call id: some
     servers number tool calls ``call_0``, ``call_1``... in every turn, and a reused id would make
-    the gateway answer with an earlier call's result.
+    the gateway answer with an earlier call's result. The call is ordered, numbered here, when
+    this function is called (not when the flow first runs): the calls of a turn started in the
+    model's order take effect in it, however many run at once.
     """
     tool_call_id, name, arguments = parse_tool_call(tool_call)
+    return _tool_message(tool_call_id, session_call(data, name, arguments, None, ordered=True),
+                         policy)
+
+
+def _tool_message(tool_call_id: str, request: ApiRequest[CallResult],
+                  policy: RetryPolicy) -> Flow[dict[str, Any]]:
     try:
-        result = yield from exchange(call(data.id, name, arguments, None, data.agent_token), policy)
+        result = yield from exchange(request, policy)
     except EnvScalerError as exc:
         if exc.type not in MODEL_ERRORS:
             raise

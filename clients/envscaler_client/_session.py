@@ -20,6 +20,13 @@ class SessionData:
     seed: int | None = None
     task: str | None = None
     closed: bool = False
+    next_seq: int = 0  # the ``seq`` of the episode's next ordered call made through this object
+
+    def take_seq(self) -> int:
+        """The next ``seq`` of the episode (see `envscaler_client._api.session_call`)."""
+        seq = self.next_seq
+        self.next_seq += 1
+        return seq
 
     @classmethod
     def created(cls, answer: SessionCreated) -> SessionData:

@@ -138,10 +138,12 @@ class AsyncSession(SessionView):
         self._client = client
 
     async def call(self, name: str, arguments: Mapping[str, Any] | str | None = None,
-                   call_id: str | None = None) -> CallResult:
-        """Call a tool; see `envscaler_client.Session.call`."""
-        return await self._client._request(
-            _api.call(self.id, name, arguments, call_id, self.agent_token))
+                   call_id: str | None = None, *, ordered: bool = False) -> CallResult:
+        """Call a tool; see `envscaler_client.Session.call`. An ordered call is numbered when
+        its coroutine starts, before its first ``await``: calls gathered at once are numbered in
+        the order they were given."""
+        request = _api.session_call(self._data, name, arguments, call_id, ordered)
+        return await self._client._request(request)
 
     async def info(self) -> SessionInfo:
         return await self._client._request(_api.session_info(self.id))

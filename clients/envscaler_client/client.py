@@ -108,11 +108,14 @@ class Session(SessionView):
         self._client = client
 
     def call(self, name: str, arguments: Mapping[str, Any] | str | None = None,
-             call_id: str | None = None) -> CallResult:
+             call_id: str | None = None, *, ordered: bool = False) -> CallResult:
         """Call a tool. ``arguments``: an object or a JSON string. ``call_id`` (generated when not
         given) makes the call safe to retry: the gateway never runs one call_id twice. A tool that
-        fails answers ``ok=False``; the request failing raises."""
-        return self._client._request(_api.call(self.id, name, arguments, call_id, self.agent_token))
+        fails answers ``ok=False``; the request failing raises. ``ordered``: the call takes effect
+        after every ordered call made before it through this object in this episode, even when
+        they run concurrently (it carries the next ``seq``); `tool_message` always orders."""
+        return self._client._request(
+            _api.session_call(self._data, name, arguments, call_id, ordered))
 
     def info(self) -> SessionInfo:
         return self._client._request(_api.session_info(self.id))

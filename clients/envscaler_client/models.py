@@ -132,6 +132,7 @@ class SessionTools(_Model):
     session_id: str
     env: str
     tools: list[dict[str, Any]]
+    next_seq: int = 0  # absent from gateways that predate ordered calls
 
 
 class ToolError(_Model):

@@ -31,7 +31,7 @@ from server.models import (
     error_responses,
 )
 from server.responses import FastJSONResponse
-from server.sessions import SessionService
+from server.sessions import CallOutcome, SessionService
 from server.store import Record
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -158,7 +158,8 @@ async def get_tools(
     request: Request, session_id: str = SessionId, caller: Principal = Depends(principal)
 ) -> SessionTools:
     record, env = await service(request).tools(caller, session_id)
-    return SessionTools(session_id=record.id, env=env.id, tools=env.tools)
+    return SessionTools(session_id=record.id, env=env.id, tools=env.tools,
+                        next_seq=record.next_seq)
 
 
 @router.post(
@@ -179,7 +180,7 @@ async def call_tool(
     # Most calls never get here: `server.fastcall` answers the well-formed ones before FastAPI's
     # routing (with `answer_call` too); this route documents the endpoint and answers the rest.
     return await answer_call(
-        service(request), caller, session_id, body.name, body.arguments, body.call_id
+        service(request), caller, session_id, body.name, body.arguments, body.call_id, body.seq
     )
 
 
@@ -190,12 +191,19 @@ async def answer_call(
     name: str,
     arguments: dict[str, Any] | str,
     call_id: str | None,
+    seq: int | None = None,
 ) -> FastJSONResponse:
     """The answer to a tool call: its `CallResult`, or an `ApiError` (504 on a deadline)."""
-    outcome = await sessions.call(caller, session_id, name, arguments, call_id)
+    outcome = await sessions.call(caller, session_id, name, arguments, call_id, seq)
+    return FastJSONResponse(checked(outcome).body())
+
+
+def checked(outcome: CallOutcome) -> CallOutcome:
+    """A tool call's outcome, its deadline raised as the `ApiError` 504 ``Timeout`` (the call
+    stays recorded): what every door that answers a call over HTTP answers."""
     if outcome.status == 504:
         raise ApiError(504, "Timeout", outcome.entry["error"]["message"])
-    return FastJSONResponse(outcome.body())
+    return outcome
 
 
 @router.get(

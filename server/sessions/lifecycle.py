@@ -1,4 +1,5 @@
-"""A session's start and end: create (a loaded sandbox, then the record) and delete."""
+"""A session's start, life and end: create (a loaded sandbox, then the record), keep alive, and
+delete."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from redis.exceptions import RedisError
 
 from server.auth import Principal, token_hash
 from server.catalogue import Initial, ServedCatalogue, ServedEnv
-from server.errors import invalid_request, redis_failed
+from server.errors import ApiError, invalid_request, redis_failed
 from server.metrics import Metrics
-from server.sessions.access import check_session_id, checked, new_session_id
+from server.sessions.access import check_session_id, checked, new_session_id, require_active
 from server.sessions.claims import SandboxClaims
 from server.sessions.locking import SessionLocks
 from server.sessions.sandboxes import SessionSandboxes
@@ -98,6 +99,17 @@ class Lifecycle:
             (time.perf_counter() - started) * 1e3,
         )
         return record, env, agent_token, task
+
+    async def touch(self, caller: Principal, session_id: str) -> None:
+        """Activity without a call (a client's keep-alive, as ORS's ``/ping``): the session's
+        idle clock starts again. A session a request holds is active already: not waited for."""
+        check_session_id(session_id)
+        try:
+            async with self.locks.locked(session_id, wait=0) as held:
+                require_active(checked(session_id, held.record, caller))
+        except ApiError as exc:
+            if exc.type != "SessionBusy":
+                raise
 
     async def delete(self, caller: Principal, session_id: str) -> Record:
         """Close the session and end its sandbox; idempotent. Its record stays readable."""

@@ -30,7 +30,7 @@ from server.store import SessionStore
 class SessionService:
     """What the routes and the MCP door call: ``create``, ``info``, ``tools``, ``trajectory``,
     ``call``, ``state``, ``validate``, ``reset``, ``fork``, ``snapshot``, ``open_snapshot``,
-    ``delete``, ``expire_idle``, ``live_count``."""
+    ``touch``, ``delete``, ``expire_idle``, ``live_count``."""
 
     def __init__(
         self,
@@ -58,6 +58,7 @@ class SessionService:
                                 checkers, metrics)
         self.create = lifecycle.create
         self.delete = lifecycle.delete
+        self.touch = lifecycle.touch
         self.info = reads.info
         self.tools = reads.tools
         self.trajectory = reads.trajectory

@@ -16,13 +16,14 @@ from server import jsonlimits
 from server.auth import Principal, check_agent
 from server.callsummary import CallSummary
 from server.catalogue import ServedCatalogue, ServedEnv
-from server.errors import backend_unavailable, invalid_arguments, redis_failed, redis_full
+from server.errors import ApiError, backend_unavailable, invalid_arguments, redis_failed, redis_full
 from server.jsonlimits import JsonLimits
 from server.metrics import Metrics
 from server.sessions import faults
 from server.sessions.access import check_session_id, checked, require_active
 from server.sessions.faults import Step
 from server.sessions.locking import SessionLocks
+from server.sessions.ordering import CallOrder, check_turn, passed
 from server.sessions.quota import argument_bytes, within_quota
 from server.sessions.sandboxes import SessionSandboxes
 from server.settings import Settings
@@ -92,6 +93,7 @@ class ToolCalls:
 
     def __post_init__(self) -> None:
         self.json_limits = self.settings.json_limits()
+        self.order = CallOrder(self.store, self.settings.call_order_wait)
 
     async def call(
         self,
@@ -100,12 +102,15 @@ class ToolCalls:
         name: str,
         arguments: dict[str, Any] | str,
         call_id: str | None,
+        seq: int | None = None,
     ) -> CallOutcome:
         """Run the call once (a ``call_id`` already recorded in this epoch answers its entry)
-        and record it; rejected calls (unknown tool, bad arguments, quota) record nothing."""
+        and record it; rejected calls (unknown tool, bad arguments, quota) record nothing. A
+        ``seq`` runs it in its episode's order (`server.sessions.ordering`)."""
         check_session_id(session_id)
         check_agent(caller, session_id)
-        arguments = parse_arguments(arguments, self.json_limits)
+        if seq is not None:
+            await self.order.wait_turn(session_id, seq)
         started = time.perf_counter()
         async with self.locks.locked(session_id, call_id=call_id,
                                      token_hash=caller.token_hash) as held:
@@ -118,12 +123,20 @@ class ToolCalls:
                     log.debug("duplicate call session=%s call_id=%s index=%d", session_id,
                              call_id, held.seen_index)
                     return CallOutcome(stored, duplicate=True)
-            require_active(record)
-            env = self.catalogue.env(record.env)
-            self.catalogue.validate_arguments(env, name, arguments)
-            within_quota(record, self.settings, argument_bytes(arguments, self.settings))
-            entry = await self._execute(record, env, held.lock, name, arguments, call_id)
-            await self._record(record, held.lock, entry)
+            if seq is not None:
+                check_turn(record, seq)
+            # only an active session's order moves: a closed one's record is not written again
+            order = passed(record, seq) if seq is not None and record.status == "active" else {}
+            try:
+                env = self.catalogue.env(record.env)
+                checked_arguments = self._checked(record, env, name, arguments)
+            except ApiError:
+                if order:  # a refused call takes its turn too: the next one need not wait
+                    await self._pass_turn(record, held.lock, order)
+                raise
+            # A failure from here on is retried with the same call_id and seq: it keeps its turn.
+            entry = await self._execute(record, env, held.lock, name, checked_arguments, call_id)
+            await self._record(record, held.lock, entry, order)
         elapsed = time.perf_counter() - started
         self.metrics.tool_call(env.id, name, elapsed)
         self.summary.add(elapsed, entry["ok"])
@@ -140,6 +153,25 @@ class ToolCalls:
                 elapsed * 1e3,
             )
         return CallOutcome(entry)
+
+    async def _pass_turn(self, record: Record, lock: SessionLock, order: dict[str, str]) -> None:
+        """Move the order past a refused call; when Redis fails, the refusal is still answered
+        (the next call then waits ENVSCALER_CALL_ORDER_WAIT for this one)."""
+        try:
+            await self.store.commit(record, lock, fields=order)
+        except RedisError as exc:
+            log.warning("could not record an ordered call's refusal session=%s error=%s",
+                        record.id, exc)
+
+    def _checked(self, record: Record, env: ServedEnv, name: str,
+                 arguments: dict[str, Any] | str) -> dict[str, Any]:
+        """The call's arguments, parsed, once the call may run (the session active, the tool
+        known, the arguments matching its schema, the quotas); else the refusal's `ApiError`."""
+        parsed = parse_arguments(arguments, self.json_limits)
+        require_active(record)
+        self.catalogue.validate_arguments(env, name, parsed)
+        within_quota(record, self.settings, argument_bytes(parsed, self.settings))
+        return parsed
 
     async def _execute(
         self,
@@ -187,15 +219,17 @@ class ToolCalls:
         entry.update(time=now, duration_ms=round((time.perf_counter() - started) * 1e3, 3))
         return entry
 
-    async def _record(self, record: Record, lock: SessionLock, entry: dict[str, Any]) -> None:
-        """Append the entry and count it (releasing the lock); a sandbox whose call may be
-        missing from the trajectory is dropped, so that the next request rebuilds it."""
+    async def _record(self, record: Record, lock: SessionLock, entry: dict[str, Any],
+                      order: dict[str, str]) -> None:
+        """Append the entry and count it (releasing the lock), with the ``order`` it moves (an
+        ordered call's); a sandbox whose call may be missing from the trajectory is dropped, so
+        that the next request rebuilds it."""
         record.step += 1
         record.executed += bool(entry.get("replay"))
         record.result_size += len(dump_bytes(entry.get("result") if entry["ok"]
                                              else entry.get("error")))
         fields = {"step": str(record.step), "executed": str(record.executed),
-                  "result_size": str(record.result_size)}
+                  "result_size": str(record.result_size), **order}
         if record.sandbox is None:
             fields["sandbox"] = ""  # it died during the call; the next request rebuilds
         try:

@@ -24,31 +24,49 @@ from starlette.staticfiles import StaticFiles
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 MOUNT = "/ui"
 
-CONTENT_SECURITY_POLICY = "; ".join([
-    "default-src 'none'",
-    "script-src 'self'",
-    "style-src 'self'",
-    "img-src 'self'",
-    "connect-src 'self'",
-    "base-uri 'none'",
-    "form-action 'none'",
-    "frame-ancestors 'none'",
-    "require-trusted-types-for 'script'",
-    "trusted-types 'none'",
-])
-SECURITY_HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "Cross-Origin-Opener-Policy": "same-origin",
-    # The files change with the gateway: revalidate (ETag) rather than run a stale script.
-    "Cache-Control": "no-cache",
+CSP_DIRECTIVES = {
+    "default-src": "'none'",
+    "script-src": "'self'",
+    "style-src": "'self'",
+    "img-src": "'self'",
+    "connect-src": "'self'",
+    "base-uri": "'none'",
+    "form-action": "'none'",
+    "frame-ancestors": "'none'",
+    "require-trusted-types-for": "'script'",
+    "trusted-types": "'none'",
 }
 
 
+def content_security_policy(directives: dict[str, str | None]) -> str:
+    """The policy's header value (a directive whose value is None is left out)."""
+    return "; ".join(f"{name} {value}" for name, value in directives.items() if value is not None)
+
+
+def security_headers(policy: str) -> dict[str, str]:
+    """What every answer of a page of the gateway carries, with its ``policy``."""
+    return {
+        "Content-Security-Policy": policy,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "X-Frame-Options": "DENY",
+        "Cross-Origin-Opener-Policy": "same-origin",
+        # The files change with the gateway: revalidate (ETag) rather than run a stale script.
+        "Cache-Control": "no-cache",
+    }
+
+
+CONTENT_SECURITY_POLICY = content_security_policy(CSP_DIRECTIVES)
+SECURITY_HEADERS = security_headers(CONTENT_SECURITY_POLICY)
+
+
 class SecuredStaticFiles(StaticFiles):
-    """Starlette's static files, each answer (404s too) carrying `SECURITY_HEADERS`."""
+    """Starlette's static files, each answer (404s too) carrying ``headers`` (by default
+    `SECURITY_HEADERS`)."""
+
+    def __init__(self, *args: Any, headers: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.headers = SECURITY_HEADERS if headers is None else headers
 
     async def get_response(self, path: str, scope: Any) -> Response:
         try:
@@ -56,7 +74,7 @@ class SecuredStaticFiles(StaticFiles):
         except HTTPException as exc:  # 404, 405: answered here so that they carry the headers
             response = PlainTextResponse(exc.detail, status_code=exc.status_code,
                                          headers=exc.headers)
-        response.headers.update(SECURITY_HEADERS)
+        response.headers.update(self.headers)
         return response
 
 

@@ -1,7 +1,7 @@
 """The client installs on its own: its wheel requires httpx, httptools and pydantic only (the
-trainer adapters' frameworks are extras), carries none of the service's packages (the command line
-included), and works with none of them importable; the project installs the `envscaler` command
-beside it."""
+trainer adapters' frameworks, and verifiers for the envscaler_verifiers taskset it also carries, are
+extras), carries none of the service's packages (the command line included), and works with none
+of them importable; the project installs the `envscaler` command beside it."""
 
 from __future__ import annotations
 
@@ -71,11 +71,12 @@ def test_the_wheel_requires_httpx_httptools_and_pydantic_only(tmp_path: Path) ->
     assert requires == {"httpx", "httptools", "pydantic"}
     # the trainer adapters' frameworks are optional extras, never the base client's
     extras = {line.split(":", 1)[1].strip() for line in lines if line.startswith("Provides-Extra:")}
-    assert extras == {"trl", "verl"}
+    assert extras == {"trl", "verl", "gem", "verifiers"}
     packaged = {name for name in names if not name.startswith("envscaler_client-")}
     assert packaged == {
         path.relative_to(CLIENTS).as_posix()
-        for path in (CLIENTS / "envscaler_client").rglob("*.py")
+        for package in ("envscaler_client", "envscaler_verifiers")
+        for path in (CLIENTS / package).rglob("*.py")
     }
     # neither the command line nor any other package of the service
     assert not {name.partition("/")[0] for name in names} & set(SERVICE_PACKAGES)
@@ -135,7 +136,7 @@ else:
 import envscaler_client
 for module in pkgutil.iter_modules(envscaler_client.__path__):
     importlib.import_module(f"envscaler_client.{module.name}")
-for module in ("rows", "signatures", "trl"):  # the verl adapter is verl's to import
+for module in ("rows", "signatures", "slot", "trl", "nemo_gym"):  # verl, gem: theirs to import
     importlib.import_module(f"envscaler_client.adapters.{module}")
 for name in envscaler_client.__all__:
     getattr(envscaler_client, name)

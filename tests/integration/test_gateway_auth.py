@@ -30,7 +30,10 @@ async def test_api_keys_are_required_when_configured(make_settings, redis_client
         ):
             response = await client.get("/v1/envs", headers=auth)
             assert_error(response, 401, "Unauthorized")
-            assert response.headers["WWW-Authenticate"] == "Bearer"
+            challenge = response.headers["WWW-Authenticate"]  # says why (RFC 6750)
+            message = response.json()["error"]["message"]
+            assert challenge.startswith('Bearer error="invalid_') and \
+                f'error_description="{message}"' in challenge, challenge
         assert_error(await client.post("/v1/sessions", json={"env": COUNTER}), 401, "Unauthorized")
         assert (await client.get("/v1/envs", headers=headers(ADMIN))).status_code == 200
         created = await client.post(

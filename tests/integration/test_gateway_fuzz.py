@@ -41,6 +41,7 @@ def fuzz_gateway(
         pool_size=1,
         max_sandboxes=16,
         call_timeout=2.0,
+        call_order_wait=0.2,  # a generated `seq` past the next one waits this long, then runs
         log_level="WARNING",
         api_keys=[],
         **backend,

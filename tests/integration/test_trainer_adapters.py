@@ -14,6 +14,7 @@ environment. verl (torch and Ray) is replaced by a stand-in written from its pub
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import json
@@ -352,3 +353,70 @@ async def test_the_verl_agent_loop_plays_a_reference_episode_to_reward_one(
     with environment_factory(env, url=gateway.url, api_key=gateway.api_key)() as environment:
         assert {tool["function"]["name"] for tool in model.tools} == set(trl_tools(environment))
     assert session_status(gateway, result["session_id"]) == "closed"
+
+
+class OneTurnModel:
+    """verl's ``server_manager``: the whole reference solution as one turn of parallel calls."""
+
+    def __init__(self, solution: list[dict[str, Any]]) -> None:
+        self.turns = [[(step["name"], json.dumps(step["arguments"])) for step in solution]]
+
+    async def generate(self, messages: list[dict[str, Any]],
+                       tools: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        return self.turns.pop(0) if self.turns else []
+
+
+class Overtaking(httpx.AsyncBaseTransport):
+    """The way from the adapter to the gateway, where a turn's later calls overtake the earlier
+    ones: of ``calls`` tool-call requests, the k-th is held back (calls - 1 - k) * STEP seconds,
+    so that the gateway receives them last first (the requests themselves are real)."""
+
+    STEP = 0.15
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+        self.sent = 0
+        self.inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/calls"):
+            self.sent += 1
+            await asyncio.sleep(max(self.calls - self.sent, 0) * self.STEP)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_verl_parallel_calls_take_effect_in_the_model_s_order_every_time(
+        gateway: LiveGateway, verl_adapter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl runs a turn's calls at once (``max_parallel_calls``) and here they reach the gateway
+    last first: the trajectory, the tool results and the reward are still the model's order's,
+    in every run."""
+    from envscaler_client.aio import AsyncEnvClient
+    from verl.experimental.agent_loop.agent_loop import ToolListWrap
+
+    env, scenario = "live_event_ticketing", "live_event_ticketing-001"
+    solution = solutions(env)[scenario]
+    assert 1 < len(solution) <= 8  # one turn, all of it in parallel
+    monkeypatch.setattr(AsyncEnvClient, "_open", lambda self: httpx.AsyncClient(
+        **self.config.http_kwargs(), transport=Overtaking(len(solution))))
+    [row] = [row for row in verl_rows(scenario_rows(env, url=gateway.url,
+                                                    api_key=gateway.api_key))
+             if row["extra_info"]["envscaler"]["scenario"] == scenario]
+    runs = []
+    for _ in range(3):
+        loop = verl_adapter(trainer_config=None, server_manager=OneTurnModel(solution),
+                            tokenizer=None, processor=None, dataset_cls=None, data_config=None,
+                            tools=ToolListWrap([]), url=gateway.url, api_key=gateway.api_key)
+        output = await loop.run({}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
+        session_id = output.extra_fields["envscaler"]["session_id"]
+        response = httpx.get(f"{gateway.url}/v1/sessions/{session_id}/trajectory",
+                             headers={"Authorization": f"Bearer {gateway.api_key}"})
+        assert response.status_code == 200, response.text
+        calls = [(entry["name"], entry["arguments"]) for entry in response.json()["entries"]]
+        assert calls == [(step["name"], step["arguments"]) for step in solution]
+        results = [m["content"] for m in output.extra_fields["messages"] if m["role"] == "tool"]
+        runs.append((output.reward_score, results))
+    assert runs[0][0] == 1.0
+    assert runs == [runs[0]] * 3

@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import pytest
 import redis as redis_sync
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from server.settings import Settings
 from server.store import LIVE_KEYS, calls_key, live_key, lock_key, session_key
@@ -311,6 +313,17 @@ def test_without_api_keys_only_local_hosts_and_json_bodies_are_served(
                             headers={"content-type": "text/plain"}), 415, "UnsupportedMediaType")
         answer = client.post(calls, json={"name": "increment", "arguments": {"name": "a"}})
         assert answer.status_code == 200 and answer.json()["index"] == 0, answer.text
+
+    # a WebSocket's upgrade too (OpenEnv's door): a page of another origin may open one unasked
+    ws_url = f"ws://127.0.0.1:{port}/openenv/{COUNTER}/ws"
+    for origin in ("http://evil.example", "null"):
+        with pytest.raises(InvalidStatus) as denied:
+            ws_connect(ws_url, additional_headers={"Origin": origin}, open_timeout=30)
+        assert denied.value.response.status_code == 403
+    with ws_connect(ws_url, additional_headers={"Origin": f"http://localhost:{port}"},
+                    open_timeout=30) as ws:
+        ws.send(json.dumps({"type": "state"}))
+        assert json.loads(ws.recv(timeout=30))["data"]["episode_id"] is None
 
 
 # ---------------------------------------------------------------- connections

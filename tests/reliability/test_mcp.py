@@ -54,6 +54,17 @@ def gateway(redis_url: str, sandbox_image: str, socket_root: Path, catalogue_roo
         yield process
 
 
+@pytest.fixture(scope="module")
+def open_gateway(redis_url: str, sandbox_image: str, socket_root: Path, catalogue_root: Path,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    """A gateway without API keys (REST admits the loopback operator without a token)."""
+    settings = Settings(**_gateway_settings(
+        redis_url, 11, api_keys=[], pool_size=1, catalogue=catalogue_root,
+        sandbox_backend="docker", sandbox_image=sandbox_image, socket_root=socket_root))
+    with gateway_process(settings, tmp_path_factory.mktemp("mcp-open") / "gw.log") as process:
+        yield process
+
+
 @pytest.fixture
 async def admin(gateway: GatewayProcess) -> AsyncIterator[httpx.AsyncClient]:
     async with gateway.client(API_KEY) as client:
@@ -213,10 +224,7 @@ async def test_bad_token_unknown_session_and_closed_session_are_refused_clearly(
     for target, bad, status, error_type, message in cases:
         error = _refused(await _raw_initialize(target, bad), status, error_type)
         assert message in error["message"], error
-        with pytest.raises((MCPError, BaseExceptionGroup)) as raised:
-            async with mcp_session(target, bad):
-                pass
-        assert message in _mcp_error(raised.value).error.message, raised.value
+        await _client_refused(target, bad, message)
 
     # the refusals left both sessions usable; a session closed under a client refuses it
     async with mcp_session(url, token) as mcp:
@@ -230,6 +238,62 @@ async def test_bad_token_unknown_session_and_closed_session_are_refused_clearly(
         assert _result(await mcp.call_tool("increment", {"name": "z"}))["data"]["value"] == 1
 
 
+async def test_get_and_delete_answer_405_and_hold_no_stream_open(
+        gateway: GatewayProcess, admin: httpx.AsyncClient) -> None:
+    """A stateless server has nothing to send unprompted and no MCP session to end: no SSE
+    stream is opened (it would never end, outside every request timeout), the answer is
+    complete at once, and the SDK's client goes on working."""
+    session_id, token = await _open(admin)
+    url = _mcp_url(gateway.url, session_id)
+    headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+    async with httpx.AsyncClient(timeout=30) as client:
+        for method in ("GET", "DELETE"):
+            async with client.stream(method, url, headers=headers) as response:
+                assert response.status_code == 405, (method, response.headers)
+                assert response.headers["allow"] == "POST"
+                body = json.loads(await response.aread())  # complete: nothing held open
+            assert body["jsonrpc"] == "2.0" and body["error"]["type"] == "MethodNotAllowed"
+            assert "stateless" in body["error"]["message"], body
+    async with mcp_session(url, token) as mcp:
+        assert _result(await mcp.call_tool("increment", {"name": "a"}))["data"]["value"] == 1
+
+
+async def test_meta_seq_orders_calls_as_the_rest_seq_does(
+        gateway: GatewayProcess, admin: httpx.AsyncClient) -> None:
+    session_id, token = await _open(admin)
+    async with mcp_session(_mcp_url(gateway.url, session_id), token) as mcp:
+        later, first = await asyncio.gather(
+            mcp.call_tool("increment", {"name": "b"}, meta={"seq": 1}),
+            mcp.call_tool("increment", {"name": "a"}, meta={"seq": 0}))
+        assert _result(first)["data"]["name"] == "a" and first.meta and first.meta["index"] == 0
+        assert later.meta and later.meta["index"] == 1
+        late = _error(await mcp.call_tool("increment", {"name": "c"}, meta={"seq": 0}))
+        assert late["type"] == "CallOutOfOrder" and late["field"] == "seq", late
+
+
+async def test_without_api_keys_the_mcp_door_still_needs_the_agent_token(
+        open_gateway: GatewayProcess) -> None:
+    """One rule: the MCP door admits the session's agent token (or an API key), nothing else,
+    whether or not the gateway has API keys; each 401 says why in ``WWW-Authenticate`` too, so
+    that an MCP client shows it instead of starting an OAuth login."""
+    async with httpx.AsyncClient(base_url=open_gateway.url, timeout=60) as operator:
+        session_id, token = await _open(operator)  # REST: the loopback operator, no token
+    url = _mcp_url(open_gateway.url, session_id)
+    cases = [(None, "invalid_request", "missing 'Authorization"),
+             ("not-a-key", "invalid_token", "not an agent token"),
+             (f"{session_id}.{'A' * 32}", "invalid_token", "invalid agent token")]
+    for bad, code, message in cases:
+        response = await _raw_initialize(url, bad)
+        error = _refused(response, 401, "Unauthorized")
+        assert message in error["message"], error
+        challenge = response.headers["www-authenticate"]
+        assert challenge.startswith("Bearer ") and f'error="{code}"' in challenge, challenge
+        assert f'error_description="{error["message"]}"' in challenge, challenge
+        await _client_refused(url, bad, message)
+    async with mcp_session(url, token) as mcp:
+        assert _result(await mcp.call_tool("increment", {"name": "a"}))["data"]["value"] == 1
+
+
 async def _raw_initialize(url: str, token: str | None) -> httpx.Response:
     """An MCP ``initialize`` as plain HTTP, to read the status and body of a refusal."""
     headers = {"Accept": "application/json, text/event-stream",
@@ -239,6 +303,14 @@ async def _raw_initialize(url: str, token: str | None) -> httpx.Response:
         "clientInfo": {"name": "raw", "version": "0"}}}
     async with httpx.AsyncClient(timeout=30) as client:
         return await client.post(url, json=body, headers=headers)
+
+
+async def _client_refused(url: str, token: str | None, message: str) -> None:
+    """The SDK's client, opening ``url`` with ``token``, raises the gateway's ``message``."""
+    with pytest.raises((MCPError, BaseExceptionGroup)) as raised:
+        async with mcp_session(url, token):
+            pass
+    assert message in _mcp_error(raised.value).error.message, raised.value
 
 
 def _mcp_error(raised: BaseException) -> MCPError:

@@ -27,6 +27,7 @@ from envscaler_client import (
     _api,
 )
 from envscaler_client._protocol import ApiRequest, exchange
+from envscaler_client._session import SessionData
 from envscaler_client.errors import error_from_response
 from envscaler_client.models import CallResult, Trajectory
 from envscaler_client.retry import Replay, retry_after
@@ -272,3 +273,21 @@ def test_tool_message_content_is_json_text_for_the_model() -> None:
                                         "error": {"type": "ToolException", "message": "boom"}})
     assert json.loads(
         _api.result_content(failed)) == {"error": {"type": "ToolException", "message": "boom"}}
+
+
+def test_ordered_calls_are_numbered_when_made_and_keep_their_seq_through_retries() -> None:
+    data = SessionData(id="S" * 24, env="e", tools=[])
+    flows = [_api.tool_message_flow(data, {"id": f"t{n}", "function": {"name": "f"}}, POLICY)
+             for n in range(3)]
+    # numbered as they were made, whichever runs first
+    assert [next(flow).json["seq"] for flow in reversed(flows)] == [2, 1, 0]
+    assert "seq" not in _api.session_call(data, "f", {}, None, ordered=False).json
+    result, sent, _ = play(_api.session_call(data, "f", {}, None, ordered=True), [
+        httpx.RemoteProtocolError("dropped"), response(200, CALL_ANSWER)])
+    assert result.ok and [item.json["seq"] for item in sent] == [3, 3]
+    reset = _api.reset_flow(data, None, None, None, POLICY)
+    next(reset)
+    with pytest.raises(StopIteration):
+        reset.send(response(200, {"session_id": data.id, "env": "e", "scenario": None, "seed": 0,
+                                  "epoch": 1, "task": None}))
+    assert _api.session_call(data, "f", {}, None, ordered=True).json["seq"] == 0

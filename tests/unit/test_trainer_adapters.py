@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from envscaler_client.adapters.rows import Episode, verl_episode, verl_rows
 from envscaler_client.adapters.signatures import OMITTED, split_description, tool_method
-from envscaler_client.adapters.trl import EnvScalerEnvironment
+from envscaler_client.adapters.trl import EnvScalerEnvironment, environment_class
 from transformers.utils import get_json_schema
 
 
@@ -139,6 +139,26 @@ def test_the_base_class_exposes_no_tool_to_trl() -> None:
     public = [name for name, _ in inspect.getmembers(EnvScalerEnvironment, inspect.isfunction)
               if not name.startswith("_")]
     assert public == ["get_reward", "reset"]
+
+
+def named(name: str) -> dict[str, Any]:
+    schema = tool({"a": {"type": "string", "description": "A."}}, [])
+    schema["function"]["name"] = name
+    return schema
+
+
+def test_a_tool_named_like_the_class_s_own_attributes_is_refused_or_harmless() -> None:
+    # a tool named `env` is an ordinary tool: it no longer replaces what the class serves
+    cls = environment_class("shop", [named("env"), named("lookup")], ("http://127.0.0.1:9", None))
+    tools = [name for name, _ in inspect.getmembers(cls, inspect.isfunction)
+             if not name.startswith("_") and name not in ("reset", "get_reward")]
+    assert tools == ["env", "lookup"]
+    with cls() as instance, pytest.raises(ValueError, match="serves 'shop'"):
+        instance.reset(env="other", scenario="s")  # the row check still knows its environment
+    # the names TRL calls itself, and every attribute of the base class, are refused by name
+    for reserved in ("reset", "get_reward", "_call", "__init__", "_session"):
+        with pytest.raises(ValueError, match=rf"tools named \['{reserved}'\].*reset"):
+            environment_class("shop", [named("lookup"), named(reserved)], ("http://x", None))
 
 
 def test_rows_name_their_episode_or_say_what_is_missing() -> None:

@@ -22,69 +22,48 @@ scenario and seed by later ones (the sandbox is reset in place). ``get_reward`` 
 from __future__ import annotations
 
 import itertools
-import logging
-import weakref
 from typing import Any, ClassVar, Self
 
 from envscaler_client._protocol import connection_limits
 from envscaler_client.client import EnvClient, Session
-from envscaler_client.errors import EnvScalerError, NotFoundError, SessionClosedError
 from envscaler_client.adapters.rows import Episode, gateway
 from envscaler_client.adapters.signatures import tool_method
+from envscaler_client.adapters.slot import SessionSlot
 from envscaler_client.tools import tool_message
-
-log = logging.getLogger(__name__)
-
-SESSION_GONE = frozenset({"SessionClosed", "SessionExpired", "UnknownSession"})
-"""What a reset may meet when the gateway ended the session between batches: open a new one."""
-RESERVED = ("reset", "get_reward")
-"""Names TRL gives a meaning of its own; a tool so named could not be exposed as a tool."""
 
 
 class EnvScalerEnvironment:
     """One rollout slot of GRPOTrainer: a session of `env`, moved from row to row by `reset`.
 
     Subclasses made by `environment_factory` add one method per tool. Everything else here is
-    private, since TRL would expose any other public function as a tool.
+    private, since TRL would expose any other public function as a tool, and no tool may take
+    the name of anything here (`reserved_names`): a method so named would replace it.
     """
 
-    env: ClassVar[str]
+    _env: ClassVar[str]
     _gateway: ClassVar[tuple[str, str | None]]
 
     def __init__(self) -> None:
-        self._client = EnvClient(*self._gateway, limits=connection_limits(1))  # one session
-        self._session: Session | None = None
-        self._slot: list[Session] = []  # the open session, shared with the finalizer (not self)
+        # one session at a time, so one connection
+        self._slot = SessionSlot(EnvClient(*self._gateway, limits=connection_limits(1)))
         self._calls = itertools.count()
-        self._finalizer = weakref.finalize(self, _close, self._client, self._slot)
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         """Close the session now rather than when the instance is collected."""
-        self._finalizer()
+        self._slot.close()
 
     def reset(self, **row: Any) -> str | None:
         """Move to the row's scenario and seed (``env``, ``scenario``, ``seed``), opening the
         session on first use or when the gateway ended it (expired, closed). Returns the task
         when the row has no ``prompt`` of its own, for TRL to append to the prompt."""
         episode = Episode.from_row(row)
-        if episode.env != self.env:
-            raise ValueError(f"this environment class serves {self.env!r}, but the row names "
+        if episode.env != self._env:
+            raise ValueError(f"this environment class serves {self._env!r}, but the row names "
                              f"{episode.env!r}: pass a dict of factories for several environments")
-        session = self._session
-        if session is not None:
-            try:
-                session.reset(episode.scenario, seed=episode.seed)
-            except (SessionClosedError, NotFoundError) as exc:
-                if exc.type not in SESSION_GONE:
-                    raise
-                session = None
-        if session is None:
-            session = self._client.create_session(self.env, episode.scenario, seed=episode.seed)
-            self._slot[:] = [session]
-            self._session = session
+        session = self._slot.move_to(episode)
         return None if "prompt" in row else session.task
 
     def get_reward(self) -> float:
@@ -92,9 +71,7 @@ class EnvScalerEnvironment:
         return self._open_session().validate().reward
 
     def _open_session(self) -> Session:
-        if self._session is None:
-            raise RuntimeError(f"{type(self).__name__}: reset(**row) must start a rollout first")
-        return self._session
+        return self._slot.current(f"{type(self).__name__} (reset(**row))")
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
         """Run the tool; its result (or a correctable error) as the JSON text the model reads."""
@@ -103,20 +80,35 @@ class EnvScalerEnvironment:
         return tool_message(self._open_session(), call)["content"]
 
 
-def _close(client: EnvClient, slot: list[Session]) -> None:
-    """End the instance's session and connections when TRL drops it (or at exit). A gateway
-    that is gone by then is logged, not raised: the session expires on its own."""
-    try:
-        for session in slot:
-            session.close()
-    except EnvScalerError as exc:
-        log.warning("could not close session %s: %s", slot[0].id, exc)
-    finally:
-        client.close()
-
-
 def _run(instance: EnvScalerEnvironment, name: str, arguments: dict[str, Any]) -> str:
     return instance._call(name, arguments)
+
+
+def reserved_names() -> frozenset[str]:
+    """Every name a tool method would shadow: the base class's attributes and annotations
+    (``reset`` and ``get_reward``, which TRL calls itself, and the private ones)."""
+    return frozenset(dir(EnvScalerEnvironment)) | frozenset(
+        EnvScalerEnvironment.__annotations__)
+
+
+def environment_class(env: str, tools: list[dict[str, Any]],
+                      where: tuple[str, str | None]) -> type[EnvScalerEnvironment]:
+    """The class serving ``tools`` (OpenAI function format) of ``env`` through the gateway
+    ``where``. A tool named like an attribute of the class, or starting with ``_`` (which TRL
+    does not list), is refused with `ValueError`, never renamed: a renamed tool would not be
+    the one the environment's task and checks speak of."""
+    reserved = reserved_names()
+    clashes = [tool["function"]["name"] for tool in tools
+               if tool["function"]["name"] in reserved or tool["function"]["name"].startswith("_")]
+    if clashes:
+        public = ", ".join(sorted(name for name in reserved if not name.startswith("_")))
+        raise ValueError(f"{env}: TRL cannot expose tools named {clashes}: the environment "
+                         f"class reserves {public} and every name starting with '_'")
+    methods = {tool["function"]["name"]: tool_method(tool, _run) for tool in tools}
+    name = "".join(part.title() for part in env.split("_")) + "Environment"
+    return type(name, (EnvScalerEnvironment,),
+                {"_env": env, "_gateway": where, "__doc__": f"The {env} environment's tools, "
+                 "served by an EnvScaler gateway.", "__module__": __name__, **methods})
 
 
 def environment_factory(env: str, *, url: str | None = None,
@@ -129,16 +121,7 @@ def environment_factory(env: str, *, url: str | None = None,
     where = gateway(url, api_key)
     with EnvClient(*where) as client:
         tools = client.env(env).tools
-    clashes = [tool["function"]["name"] for tool in tools
-               if tool["function"]["name"] in RESERVED or tool["function"]["name"].startswith("_")]
-    if clashes:
-        raise ValueError(f"{env}: TRL cannot expose tools named {clashes} (it reserves "
-                         f"{', '.join(RESERVED)} and hides names starting with '_')")
-    methods = {tool["function"]["name"]: tool_method(tool, _run) for tool in tools}
-    name = "".join(part.title() for part in env.split("_")) + "Environment"
-    return type(name, (EnvScalerEnvironment,),
-                {"env": env, "_gateway": where, "__doc__": f"The {env} environment's tools, "
-                 "served by an EnvScaler gateway.", "__module__": __name__, **methods})
+    return environment_class(env, tools, where)
 
 
 def environment_factories(envs: list[str], *, url: str | None = None,

@@ -299,7 +299,8 @@ async def execute_tool_call(session: AsyncSession, call: Mapping[str, Any],
         try:
             # A fresh call_id per call (the gateway's idempotency key), never the model's id:
             # servers that number calls call_0, call_1... in every turn would repeat it.
-            result = await session.call(name, arguments)
+            # Ordered: the turn's calls take effect in the model's order (`seq`).
+            result = await session.call(name, arguments, ordered=True)
         except EnvScalerError as exc:
             if not (isinstance(exc, InvalidArgumentsError | CallTimeoutError)
                     or (isinstance(exc, NotFoundError) and exc.type == "UnknownTool")):
