@@ -39,6 +39,8 @@ class BenchConfig:
         default_factory=lambda: {"open": (64, 256), "reset": (64, 256)})
     episode_window: float = 5.0     # lanes start episodes for this long (each runs one at least)
     inprocess_seconds: float = 2.0  # in-process episodes, timed for at least this long
+    batch_lanes: int = 512          # the batch phase: sessions opened at once by one client,
+    batch_window: float = 30.0      # running episodes for this long (bench/batch.py)
     # the large-state environment (bench/largestate.py): database sizes (MB), and per size the
     # sessions opened, calls, state reads and validations, one at a time
     large_state_sizes: tuple[float, ...] = (1, 3, 30)
@@ -60,7 +62,8 @@ def preset(mode: str) -> BenchConfig:
         return BenchConfig(mode="quick", levels={"library_loans": (1, 16, 64),
                                                  "subscription_billing": (1, 64)},
                            pool_size=12, warm_creations=10, cold_creations=8,
-                           episode_levels={"open": (64,), "reset": (64, 256)})
+                           episode_levels={"open": (64,), "reset": (64, 256)},
+                           batch_lanes=64, batch_window=10.0)
     if mode == "full":
         return BenchConfig(mode="full", levels={env: (1, 16, 64, 256) for env in CALL_ENVS},
                            warmup=2.0, duration=10.0, pool_size=64, warm_creations=60,
@@ -75,7 +78,8 @@ def preset(mode: str) -> BenchConfig:
                            fork_rounds=1, fork_count=2,
                            baseline_calls=200, runtime_calls=50, density_sessions=6,
                            density_concurrency=4, episode_levels={"open": (3,), "reset": (3, 6)},
-                           episode_window=0.0, inprocess_seconds=0.0, quiet_timeout=0.0,
+                           episode_window=0.0, inprocess_seconds=0.0, batch_lanes=4,
+                           batch_window=0.0, quiet_timeout=0.0,
                            quiet_budget=0.0, large_state_sizes=(0.05, 0.2), large_state_opens=2,
                            large_state_calls=10, large_state_reads=1, large_state_validations=1,
                            host_calls=50, host_lanes=4, host_seconds=0.5, host_counts=(1, 2))

@@ -22,6 +22,10 @@ FLOOR_EPISODES_AT = 64
 FLOOR_REWARDS_AT = 256          # every reward 1.0 with this many episodes at once
 FLOOR_DENSITY_SESSIONS = 1000
 FLOOR_DENSITY_P99_MS = 1000.0
+FLOOR_BATCH_AT = 512            # the batch phase's floors judge a batch of this many
+FLOOR_BATCH_OPEN_SECONDS = 5.0  # opening all of it at once, none failing
+FLOOR_BATCH_MIB = 10.0          # machine memory per idle live session
+FLOOR_BATCH_RATIO = 0.9         # its episodes/s against reset per episode at FLOOR_EPISODES_AT
 LARGE_AT, LARGEST = "order_desk-3mb", "order_desk-30mb"  # the large-state floors' sizes
 FLOOR_LARGE_CALL_RATIO = 1.5    # call p50 at 3 MB against the small environment's, same gateway
 FLOOR_LARGE_OPEN_P50_MS = 100.0
@@ -77,8 +81,34 @@ def floors(results: dict[str, Any]) -> list[dict[str, Any]]:
         _floor("session lock lease expiries, the whole run", "0",
                results.get("lease_expiries"), "", lambda v: v == 0),
         _density_floor(results.get("density") or {}),
+        *_batch_floors(results.get("batch") or {}, runs),
         *_large_state_floors(results.get("large_state") or {}),
         _fork_floor(results.get("forks") or {}),
+    ]
+
+
+def _batch_floors(batch: dict[str, Any], runs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Judged on a batch of ``FLOOR_BATCH_AT`` (--full); a smaller one (--quick) is not."""
+    judged = batch.get("concurrency") == FLOOR_BATCH_AT
+    opening = batch.get("open_all") or {}
+    at_64 = _get(runs, FLOOR_PATTERN, str(FLOOR_EPISODES_AT), "episodes_per_second")
+    ratio = (round(batch["episodes_per_second"] / at_64, 2)
+             if judged and at_64 else None)
+    open_row = _floor(f"batch: open {FLOOR_BATCH_AT} sessions at once from one client",
+                      f"<= {FLOOR_BATCH_OPEN_SECONDS:g} s, none failed",
+                      opening.get("seconds") if judged else None, "s",
+                      lambda v: v <= FLOOR_BATCH_OPEN_SECONDS and opening["failed"] == 0)
+    if open_row["measured"] is not None:
+        open_row["measured"] += f", {opening['failed']} failed"
+    return [
+        open_row,
+        _floor(f"batch of {FLOOR_BATCH_AT}: machine memory per live session",
+               f"<= {FLOOR_BATCH_MIB:g} MiB",
+               _get(batch, "memory", "per_live_session_mib") if judged else None, "MiB",
+               lambda v: v <= FLOOR_BATCH_MIB),
+        _floor(f"batch of {FLOOR_BATCH_AT}: episodes/s / reset per episode at "
+               f"{FLOOR_EPISODES_AT}", f">= {FLOOR_BATCH_RATIO:g}x", ratio, "x",
+               lambda v: v >= FLOOR_BATCH_RATIO),
     ]
 
 
@@ -264,6 +294,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines += _validation(results.get("validate"))
     lines += _forks(results.get("forks"))
     lines += _episodes(results.get("episodes"))
+    lines += _batch(results.get("batch"))
     lines += _large_state(results.get("large_state"))
 
     lines += ["", "## Floors", "", "| floor | target | measured | met |", "| --- | --- | --- | --- |"]
@@ -378,6 +409,32 @@ def _episodes(e: dict[str, Any] | None) -> list[str]:
         lines += ["", (f"Tool calls answered ok=false: {_counts(tool_errors)}; check functions "
                   f"that failed to run: {_counts(check_errors)}.")]
     return lines
+
+
+def _batch(b: dict[str, Any] | None) -> list[str]:
+    if not b:
+        return []
+    opening, closing, memory = b["open_all"], b["close_all"], b["memory"]
+    per_session = memory["per_live_session_mib"]
+    failures = f" ({_counts(opening['failures'])})" if opening["failed"] else ""
+    return ["", f"## Batch: {b['concurrency']} sessions from one client process", "",
+            (f"One `{b['client']}` in its own process opens a session per lane at once, runs "
+             f"reference episodes on each for {b['window_seconds']:g} s (reset per episode, as a "
+             "trainer), then closes them all at once. Memory: the machine's `MemAvailable` "
+             "before and after opening, per session opened (everything counted)."), "",
+            ("| lanes | opened / failed | open all | memory per live session | episodes "
+             "(scenarios) | episodes/s | reset / call / validate p50 | client CPU (cores, "
+             "per request) | rewards 1.0 / below | lease expiries | errors | closed / failed "
+             "| close all |"),
+            "|" + " ---: |" * 6 + " --- | --- | ---: | ---: | --- | ---: | ---: |",
+            (f"| {b['concurrency']} | {opening['opened']} / {opening['failed']}{failures} | "
+             f"{opening['seconds']:g} s | {'-' if per_session is None else f'{per_session:g} MiB'}"
+             f" | {b['episodes']} ({b['scenarios']}) | {b['episodes_per_second']:g} | "
+             f"{_ms(_get(b, 'reset', 'p50_ms'))} / {_ms(_get(b, 'call', 'p50_ms'))} / "
+             f"{_ms(_get(b, 'validate', 'p50_ms'))} | {b['cpu_share']:g}, "
+             f"{_ms(b['cpu_ms_per_request'])} | {b['rewards']['1.0']} / "
+             f"{b['rewards']['below_1']} | {b['lease_expiries']} | {_counts(b['errors'])} | "
+             f"{closing['closed']} / {closing['failed']} | {closing['seconds']:g} s |")]
 
 
 def plots(results: dict[str, Any], out_dir: Path) -> list[Path]:

@@ -1,30 +1,35 @@
 """The rollout pattern a trainer pays for, through the Python client: concurrent episodes, each a
 scenario's reference solution between a session's start and its validation, by one
-`envscaler_client.AsyncEnvClient` with its default settings (as `envscaler rollout` makes it).
-Runs as its own process, so the client's CPU is its own.
+`envscaler_client.AsyncEnvClient` with its connections sized to the lanes (as `envscaler rollout`
+makes it). Runs as its own process, so the client's CPU (``time.process_time``) is its own.
 
     python -m bench.rollouts < spec.json > result.json
 
-spec: ``{"url", "pattern", "window", "lanes": [[{"env", "scenario", "solution"}, ...], ...]}``.
+spec: ``{"url", "pattern", "window", "lanes": [[{"env", "scenario", "solution"}, ...], ...]}``, and
+``"transport"`` naming one of `bench.client_transport.CANDIDATES` to measure it instead;
+``"sessions"``: ``[id, agent_token]`` per lane, sessions opened before (the ``reset`` pattern then
+attaches to them and leaves them open).
 Each lane is one concurrent trainer worker, on one environment; it runs its episodes one after
 another, cycling, and starts new ones for ``window`` seconds (one at least). Patterns:
 
 - ``open``: each episode opens a session on its scenario, replays the solution, validates, closes;
 - ``reset``: each lane opens one session first (on its last scenario, before the window), then each
   episode resets it to the lane's next scenario, replays, validates; the sessions close after.
+  Opening all and closing all are timed as wholes too, with the machine's ``MemAvailable`` before
+  and after opening (the batch phase's memory per live session).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import resource
 import sys
 import time
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from bench.procstat import mem_available
 from bench.stats import summary
 
 T = TypeVar("T")
@@ -87,7 +92,7 @@ async def _open_lane(client: Any, lane: list[dict[str, Any]], until: float, tall
             await tally.timed("close", session.close())
 
 
-async def _reset_lane(session: Any, lane: list[dict[str, Any]], until: float,
+async def reset_lane(session: Any, lane: list[dict[str, Any]], until: float,
                       tally: Tally) -> None:
     for index in _indices(len(lane), until):
         job = lane[index]
@@ -105,7 +110,7 @@ def _indices(size: int, until: float) -> Iterator[int]:
             return
 
 
-async def _guarded(lane: Awaitable[None], tally: Tally) -> None:
+async def guarded(lane: Awaitable[None], tally: Tally) -> None:
     """A lane that fails stops there (its session may be unusable); the error is counted."""
     try:
         await lane
@@ -113,53 +118,92 @@ async def _guarded(lane: Awaitable[None], tally: Tally) -> None:
         tally.error(exc)
 
 
-async def run(spec: dict[str, Any]) -> dict[str, Any]:
-    from envscaler_client import AsyncEnvClient
+def make_client(spec: dict[str, Any]) -> Any:
+    """The client measured: the transport candidate the spec names, else `AsyncEnvClient` with
+    a connection per lane (what the adapters and `envscaler rollout` give it)."""
+    if spec.get("transport"):
+        from bench.client_transport import candidate_client
 
+        return candidate_client(spec["transport"], spec["url"], len(spec["lanes"]))
+    from envscaler_client import AsyncEnvClient, connection_limits
+
+    return AsyncEnvClient(spec["url"], limits=connection_limits(len(spec["lanes"])))
+
+
+async def run(spec: dict[str, Any]) -> dict[str, Any]:
     pattern, lanes, window = spec["pattern"], spec["lanes"], float(spec["window"])
     if pattern not in PATTERNS:
         raise ValueError(f"unknown pattern {pattern!r}")
     tally = Tally()
-    async with AsyncEnvClient(spec["url"]) as client:
+    batch: dict[str, Any] = {}
+    async with make_client(spec) as client:
         sessions: list[Any] = []
-        if pattern == "reset":
-            sessions = await _open_sessions(client, lanes, tally)
-        cpu_before, started = _cpu_seconds(), time.perf_counter()
+        if pattern == "reset" and spec.get("sessions"):
+            sessions = list(await asyncio.gather(*(client.session(*pair)
+                                                   for pair in spec["sessions"])))
+        elif pattern == "reset":
+            sessions, batch["open_all"], batch["memory"] = await _open_sessions(client, lanes,
+                                                                                tally)
+        cpu_before, started = time.process_time(), time.perf_counter()
         until = started + window
         if pattern == "reset":
-            work = [_reset_lane(s, lane, until, tally) for s, lane in zip(sessions, lanes,
-                                                                          strict=True) if s]
+            work = [reset_lane(s, lane, until, tally) for s, lane in zip(sessions, lanes,
+                                                                         strict=True) if s]
         else:
             work = [_open_lane(client, lane, until, tally) for lane in lanes]
-        await asyncio.gather(*(_guarded(lane, tally) for lane in work))
+        await asyncio.gather(*(guarded(lane, tally) for lane in work))
         wall = time.perf_counter() - started
-        cpu = _cpu_seconds() - cpu_before
-        await asyncio.gather(*(_guarded(tally.timed("close", s.close()), tally)
-                               for s in sessions if s))
-    return _result(pattern, len(lanes), window, wall, cpu, tally)
+        cpu = time.process_time() - cpu_before
+        if "open_all" in batch:
+            batch["close_all"] = await _close_sessions([s for s in sessions if s], tally)
+    client_name = spec.get("transport") or "envscaler_client.AsyncEnvClient, a connection per lane"
+    return _result(pattern, len(lanes), window, wall, cpu, tally) | batch | {"client": client_name}
 
 
-async def _open_sessions(client: Any, lanes: list[list[dict[str, Any]]],
-                         tally: Tally) -> list[Any]:
+async def _open_sessions(client: Any, lanes: list[list[dict[str, Any]]], tally: Tally
+                         ) -> tuple[list[Any], dict[str, Any], dict[str, float]]:
     """A session per lane, all at once, on the lane's last scenario (so that its first episode
-    resets to another one); None where opening failed (counted)."""
+    resets to another one); None where opening failed (counted). Also how long opening them all
+    took, what failed, and the machine's available memory before and after (MiB)."""
+    available_before, started = mem_available(), time.perf_counter()
     opened = await asyncio.gather(*(
         tally.timed("open", client.create_session(lane[-1]["env"], lane[-1]["scenario"]))
         for lane in lanes), return_exceptions=True)
-    sessions = []
+    seconds = time.perf_counter() - started
+    await asyncio.sleep(1.0)  # the new sandboxes settle to their idle footprint
+    available_after = mem_available()
+    sessions, failures = [], Tally()
     for session in opened:
         if isinstance(session, Exception):
             tally.error(session)
+            failures.error(session)
             session = None
         sessions.append(session)
-    return sessions
+    failed = sum(failures.errors.values())
+    opening = {"seconds": round(seconds, 3), "opened": len(lanes) - failed, "failed": failed,
+               "failures": failures.errors, "failure_samples": failures.error_samples}
+    memory = {"available_before_mib": round(available_before / 2**20, 1),
+              "available_after_mib": round(available_after / 2**20, 1)}
+    return sessions, opening, memory
+
+
+async def _close_sessions(sessions: list[Any], tally: Tally) -> dict[str, Any]:
+    """Every live session closed at once: how long that took, and how many failed to close."""
+    failures, started = Tally(), time.perf_counter()
+    await asyncio.gather(*(guarded(tally.timed("close", s.close()), failures) for s in sessions))
+    for kind, count in failures.errors.items():
+        tally.errors[kind] = tally.errors.get(kind, 0) + count
+    return {"seconds": round(time.perf_counter() - started, 3), "closed": len(sessions) -
+            sum(failures.errors.values()), "failed": sum(failures.errors.values())}
 
 
 def _result(pattern: str, lanes: int, window: float, wall: float, cpu: float,
             tally: Tally) -> dict[str, Any]:
     done = len(tally.rewards)
     perfect = sum(1 for reward in tally.rewards if reward == 1.0)
-    return {"client": "envscaler_client.AsyncEnvClient (defaults)", "pattern": pattern,
+    in_window = ("reset", "call", "validate") + (("open", "close") if pattern == "open" else ())
+    requests = sum(len(tally.steps[step]) for step in in_window)
+    return {"pattern": pattern,
             "concurrency": lanes, "window_seconds": window, "episodes": done,
             "scenarios": len(tally.scenarios), "wall_seconds": round(wall, 3),
             "episodes_per_second": round(done / wall, 2),
@@ -169,12 +213,8 @@ def _result(pattern: str, lanes: int, window: float, wall: float, cpu: float,
             "error_samples": tally.error_samples, "tool_errors": tally.tool_errors,
             "check_errors": tally.check_errors,
             **{step: summary(samples) for step, samples in tally.steps.items()},
-            "cpu_seconds": round(cpu, 3), "cpu_share": round(cpu / wall, 3)}
-
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+            "requests": requests, "cpu_seconds": round(cpu, 3), "cpu_share": round(cpu / wall, 3),
+            "cpu_ms_per_request": round(1000 * cpu / requests, 3) if requests else None}
 
 
 def spawn(spec: dict[str, Any], timeout: float) -> dict[str, Any]:

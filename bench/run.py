@@ -18,6 +18,8 @@ Phases, in order (each waits for the machine to be quiet first, and records how 
 7. episodes: whole in-process episodes (throwaway container, one core), then reference episodes
    through ``AsyncEnvClient`` (its own process) at each concurrency of ``episode_levels``, opening
    a session per episode or resetting one per lane; lease expiries from the gateway's log;
+   the batch phase (`bench.batch`): ``batch_lanes`` sessions opened at once by one client process,
+   memory per live session, episodes/s, the client's CPU, all closed;
 8. the gateway stopped, every container of the run removed; a second gateway with no warm pool
    for cold session creation; then a check that no container of the run is left.
 
@@ -47,6 +49,7 @@ from docker.errors import DockerException
 
 from bench import (
     baseline,
+    batch,
     calls,
     density,
     forks,
@@ -141,12 +144,14 @@ class Run:
             results["density"] = self.density(gateway, probes, live, redis_before)
             results["validate"] = self.validate(gateway, envs[main_env], live[main_env])
             results["forks"] = self.forks(gateway, envs[main_env])
-            most = max(level for levels in config.episode_levels.values() for level in levels)
+            most = max(config.batch_lanes, *(level for levels in config.episode_levels.values()
+                                             for level in levels))
             if sum(map(len, live.values())) + most > RELEASE_ABOVE:
                 started = time.perf_counter()  # keep the machine's memory for the episodes
                 calls.close_sessions(gateway.port, [s for ids in live.values() for s in ids])
                 self.phase("close the live sessions", started)
             results["episodes"] = self.episodes(gateway, image, envs)
+            results["batch"] = self.batch(gateway, envs)
             results["lease_expiries"] = gateway.log_count(LEASE_EXPIRED)
         finally:
             started = time.perf_counter()
@@ -365,6 +370,18 @@ class Run:
                  f"{result['episodes_per_second']}/s, rewards {result['rewards']}, "
                  f"errors {result['errors'] or 0}, lease expiries {result['lease_expiries']}")
         return result
+
+    def batch(self, gateway: Gateway, envs: dict[str, Any]) -> dict[str, Any]:
+        config = self.config
+        started = time.perf_counter()
+        gateway.wait_ready()
+        self.wait_quiet(f"batch of {config.batch_lanes}")
+        expired = gateway.log_count(LEASE_EXPIRED)
+        figures = batch.measure(gateway.url, envs, config.batch_lanes, config.batch_window)
+        figures["lease_expiries"] = gateway.log_count(LEASE_EXPIRED) - expired
+        self.say(batch.line(figures))
+        self.phase("batch", started)
+        return figures
 
     def cold_creation(self, image: str, scratch: Path, probe_: Any) -> dict[str, Any]:
         started = time.perf_counter()

@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from envscaler_client import AsyncEnvClient, AsyncSession, EnvScalerError, SessionSpec, run_sessions
+from envscaler_client import (
+    AsyncEnvClient,
+    AsyncSession,
+    EnvScalerError,
+    SessionSpec,
+    connection_limits,
+    run_sessions,
+)
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 from rich.text import Text
@@ -155,7 +162,8 @@ async def _replay_all(base_url: str, api_key: str | None, targets: list[Target],
     with Progress(TextColumn("checking scenarios"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as progress:
         bar = progress.add_task("check", total=len(targets))
-        async with AsyncEnvClient(base_url, api_key) as client:
+        async with AsyncEnvClient(base_url, api_key,
+                                  limits=connection_limits(concurrency)) as client:
             await client.health()  # unreachable or refused: one explained error, not one per row
             results = await run_sessions(client, specs, replay, concurrency=concurrency,
                                          on_result=lambda _index, _result: progress.advance(bar))

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import httpx
 import typer
-from envscaler_client import DEFAULT_URL, AsyncEnvClient, ScenarioSummary
+from envscaler_client import DEFAULT_URL, AsyncEnvClient, ScenarioSummary, connection_limits
 from envscaler_client.rollout import (
     DEFAULT_MAX_STEPS,
     ERROR_TERMINATIONS,
@@ -244,7 +244,8 @@ async def _run(plan: _Plan, out_path: Path, url: str, api_key: str | None, kind:
                retry_errors: bool, reuse_sessions: bool) -> dict[str, Any]:
     agent: ChatCompletionsPolicy | None = None
     user: SimulatedUser | None = None
-    async with AsyncEnvClient(url, api_key) as client:
+    width = max(concurrency, plan.group_size)  # sessions at once: a group runs whole
+    async with AsyncEnvClient(url, api_key, limits=connection_limits(width)) as client:
         await client.health()  # unreachable or refused: one explained error
         specs = await _specs(client, plan)
         unsolved = 0

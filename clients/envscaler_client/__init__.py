@@ -1,4 +1,5 @@
-"""Python client for the EnvScaler gateway, sync and async. Depends on httpx and pydantic only.
+"""Python client for the EnvScaler gateway, sync and async. Depends on httpx, httptools (the async
+client's HTTP/1.1 parser) and pydantic only.
 
     from envscaler_client import EnvClient
 
@@ -11,7 +12,7 @@
 
 __version__ = "0.1.0"
 
-from envscaler_client._protocol import DEFAULT_URL
+from envscaler_client._protocol import DEFAULT_URL, connection_limits
 from envscaler_client.aio import AsyncEnvClient, AsyncSession
 from envscaler_client.client import EnvClient, Session
 from envscaler_client.concurrency import SessionSpec, run_sessions
@@ -78,6 +79,7 @@ __all__ = [
     "Validation",
     "__version__",
     "async_tool_message",
+    "connection_limits",
     "run_sessions",
     "tool_message",
 ]

@@ -35,6 +35,21 @@ T = TypeVar("T")
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+"""The sync client's: one thread uses one connection at a time."""
+# Below uvicorn's keep-alive timeout (5 s), so the gateway never closes a connection being reused.
+KEEPALIVE_EXPIRY = 4.0
+UNCAPPED = httpx.Limits(max_connections=None, max_keepalive_connections=None,
+                        keepalive_expiry=KEEPALIVE_EXPIRY)
+"""The async client's: a connection per concurrent request, however many."""
+
+
+def connection_limits(sessions: int) -> httpx.Limits:
+    """Limits for ``sessions`` sessions in use at once (a batch): a session sends one request at
+    a time, so a connection each, all kept alive between its requests."""
+    if sessions < 1:
+        raise ValueError("sessions must be at least 1")
+    return httpx.Limits(max_connections=sessions, max_keepalive_connections=sessions,
+                        keepalive_expiry=KEEPALIVE_EXPIRY)
 
 Outcome = httpx.Response | httpx.TransportError
 
@@ -117,14 +132,19 @@ class ClientConfig:
 
 
 class ClientBase:
-    """Construction shared by `EnvClient` and `AsyncEnvClient`; each opens its own httpx client."""
+    """Construction shared by `EnvClient` and `AsyncEnvClient`; each opens its own httpx client.
+
+    ``limits``: the connections it may hold (None: the class's ``default_limits``)."""
+
+    default_limits = DEFAULT_LIMITS
 
     def __init__(self, base_url: str = DEFAULT_URL, api_key: str | None = None, *,
                  connect_timeout: float = 5.0, read_timeout: float = 60.0,
-                 retry: RetryPolicy | None = None, limits: httpx.Limits = DEFAULT_LIMITS) -> None:
+                 retry: RetryPolicy | None = None, limits: httpx.Limits | None = None) -> None:
         self.config = ClientConfig(base_url=base_url, api_key=api_key,
                                    connect_timeout=connect_timeout, read_timeout=read_timeout,
-                                   retry=retry or RetryPolicy(), limits=limits)
+                                   retry=retry or RetryPolicy(),
+                                   limits=limits or self.default_limits)
         self._http = self._open()
 
     def _open(self) -> Any:

@@ -9,8 +9,9 @@ from typing import Any, Self, TypeVar
 import httpx
 
 from envscaler_client import _api
-from envscaler_client._protocol import ApiRequest, ClientBase, Flow, drive_async, exchange
+from envscaler_client._protocol import UNCAPPED, ApiRequest, ClientBase, Flow, drive_async, exchange
 from envscaler_client._session import SessionData, SessionView
+from envscaler_client._transport import PoolTransport
 from envscaler_client.models import (
     CallResult,
     EnvDetail,
@@ -29,12 +30,21 @@ T = TypeVar("T")
 
 
 class AsyncEnvClient(ClientBase):
-    """A gateway client with one pooled ``httpx.AsyncClient``; see `envscaler_client.EnvClient`."""
+    """A gateway client with one pooled ``httpx.AsyncClient``; see `envscaler_client.EnvClient`.
+
+    Its connections are `envscaler_client._transport`'s pool, whose cost per request does not
+    grow with the number of connections: one process drives hundreds of sessions at once.
+    ``limits`` defaults to no cap (a connection per concurrent request); give
+    ``connection_limits(batch)`` to hold at most a batch's worth: requests beyond a cap wait for
+    a free connection, and the first wait is logged.
+    """
 
     _http: httpx.AsyncClient
+    default_limits = UNCAPPED
 
     def _open(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(**self.config.http_kwargs())
+        return httpx.AsyncClient(**self.config.http_kwargs(),
+                                 transport=PoolTransport(self.config.limits))
 
     async def _drive(self, flow: Flow[T]) -> T:
         return await drive_async(self._http, flow)

@@ -26,7 +26,7 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
     written = json.loads((tmp_path / "results.json").read_text())
     assert written == results
     assert set(written) == {"meta", "config", "sessions", "calls", "baselines", "hosts",
-                            "density", "validate", "forks", "episodes", "lease_expiries",
+                            "density", "validate", "forks", "episodes", "batch", "lease_expiries",
                             "large_state", "floors"}
     assert written["meta"]["containers_left"] == 0
     assert written["meta"]["gateway"].startswith("envscaler serve (its default: ")
@@ -106,13 +106,19 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
             assert result["gateway_to_in_process"] > 0
             assert isinstance(result["lease_expiries"], int)
 
+    batch = written["batch"]  # bench/batch.py's own test covers its figures
+    assert batch["concurrency"] == config.batch_lanes
+    assert batch["open_all"]["opened"] == batch["close_all"]["closed"] == config.batch_lanes
+    assert batch["rewards"] == {"1.0": config.batch_lanes, "below_1": 0}
+    assert batch["memory"]["per_live_session_mib"] is not None
+
     assert [f["floor"] for f in written["floors"]] == [f["floor"] for f in report.floors(written)]
     assert all(set(f) == {"floor", "target", "measured", "met"} for f in written["floors"])
 
     table = (tmp_path / "results.md").read_text()
     for heading in ("## Tool calls through the gateway", "## The same call without the gateway",
                     "## Session life cycle", "## Density", "## Validation", "## Episodes",
-                    "## Floors"):
+                    "## Batch", "## Floors"):
         assert heading in table
     rows = [line for line in table.splitlines() if line.startswith("| library_loans (`")]
     assert len(rows) == len(config.levels["library_loans"])
@@ -147,16 +153,24 @@ def test_floors_from_a_full_results_shape() -> None:
                                            "redis_bytes_per_closed_session": 30_000},
                         "order_desk-30mb": {"refused": "... set by ENVSCALER_MAX_STATE_BYTES"}},
         "forks": {"count": 8, "fork": {"p50_ms": 90.0}, "open": {"p50_ms": 100.0}},
+        "batch": {"concurrency": 512, "open_all": {"seconds": 4.5, "failed": 0},
+                  "memory": {"per_live_session_mib": 12.5}, "episodes_per_second": 57.0},
     }
     met = [f["met"] for f in report.floors(results)]
     assert met == [True, True, True, False, True, False, None, True, False, True, True,
-                   True, False, True, True, True]
-    rewards = report.floors(results)[-8]
+                   True, False, True, True, False, True, True, True]
+    batch = report.floors(results)[-8:-5]
+    assert [f["measured"] for f in batch] == ["4.5 s, 0 failed", "12.5 MiB", "0.95 x"]
+    results["batch"]["open_all"]["failed"] = 3
+    assert report.floors(results)[-8]["met"] is False
+    results["batch"]["concurrency"] = 64  # --quick's batch: shown, not judged
+    assert [f["met"] for f in report.floors(results)[-8:-5]] == [None, None, None]
+    rewards = report.floors(results)[-11]
     assert rewards["measured"] == "555 of 556 at 1.0, 0 failed"
     results["episodes"]["runs"]["reset"]["256"] = episodes(300, 300)
-    assert report.floors(results)[-8]["met"] is True
+    assert report.floors(results)[-11]["met"] is True
     results["episodes"]["runs"]["open"]["256"]["errors"] = {"ReadTimeout": 1}
-    assert report.floors(results)[-8]["met"] is False
+    assert report.floors(results)[-11]["met"] is False
     results["large_state"]["order_desk-30mb"] = {"reward": 0.75}
     assert report.floors(results)[-2]["met"] is False
     results["forks"]["fork"]["p50_ms"] = 130.0  # dearer than opening as many
@@ -169,12 +183,13 @@ def test_floors_from_a_full_results_shape() -> None:
     assert unjudged["met"] is False
     assert unjudged["measured"] == "no reward: CheckExhausted: 1 of 4 checks"
     results["lease_expiries"] = 2
-    assert report.floors(results)[-7]["met"] is False
+    assert report.floors(results)[-10]["met"] is False
     results["density"]["calls"]["summary"]["p99_ms"] = 1200.0
-    assert report.floors(results)[-6]["met"] is False
+    assert report.floors(results)[-9]["met"] is False
     results["density"]["live_sessions"] = 100  # fewer than the floor's: not judged
-    assert report.floors(results)[-6]["met"] is None
-    assert "not judged: 100 live" in report.floors(results)[-6]["measured"]
+    assert report.floors(results)[-9]["met"] is None
+    assert "not judged: 100 live" in report.floors(results)[-9]["measured"]
     del results["calls"]["library_loans"]["64"], results["episodes"]
     unjudged = [f["floor"] for f in report.floors(results) if f["met"] is None]
-    assert len(unjudged) == 5 and unjudged[0].startswith("tool calls/s at concurrency 64")
+    # and the batch's three: a batch of 64 is not judged
+    assert len(unjudged) == 8 and unjudged[0].startswith("tool calls/s at concurrency 64")

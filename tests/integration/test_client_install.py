@@ -1,5 +1,5 @@
-"""The client installs on its own: its wheel requires httpx and pydantic only (the trainer
-adapters' frameworks, and verifiers for the envscaler_verifiers taskset it also carries, are
+"""The client installs on its own: its wheel requires httpx, httptools and pydantic only (the
+trainer adapters' frameworks, and verifiers for the envscaler_verifiers taskset it also carries, are
 extras), carries none of the service's packages (the command line included), and works with none
 of them importable; the project installs the `envscaler` command beside it."""
 
@@ -58,7 +58,7 @@ def project_wheel(tmp_path: Path) -> Path:
     return wheel
 
 
-def test_the_wheel_requires_httpx_and_pydantic_only(tmp_path: Path) -> None:
+def test_the_wheel_requires_httpx_httptools_and_pydantic_only(tmp_path: Path) -> None:
     wheel = client_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
@@ -69,7 +69,7 @@ def test_the_wheel_requires_httpx_and_pydantic_only(tmp_path: Path) -> None:
                  line.split(":", 1)[1].strip()).group(0).lower()  # type: ignore[union-attr]
         for line in lines if line.startswith("Requires-Dist:") and "extra ==" not in line
     }
-    assert requires == {"httpx", "pydantic"}
+    assert requires == {"httpx", "httptools", "pydantic"}
     # the trainer adapters' frameworks are optional extras, never the base client's
     extras = {line.split(":", 1)[1].strip() for line in lines if line.startswith("Provides-Extra:")}
     assert extras == {"trl", "verl", "gem", "verifiers"}

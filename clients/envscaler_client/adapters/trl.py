@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, ClassVar, Self
 
+from envscaler_client._protocol import connection_limits
 from envscaler_client.client import EnvClient, Session
 from envscaler_client.adapters.rows import Episode, gateway
 from envscaler_client.adapters.signatures import tool_method
@@ -43,7 +44,8 @@ class EnvScalerEnvironment:
     _gateway: ClassVar[tuple[str, str | None]]
 
     def __init__(self) -> None:
-        self._slot = SessionSlot(EnvClient(*self._gateway))
+        # one session at a time, so one connection
+        self._slot = SessionSlot(EnvClient(*self._gateway, limits=connection_limits(1)))
         self._calls = itertools.count()
 
     def __enter__(self) -> Self:

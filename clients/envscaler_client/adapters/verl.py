@@ -29,6 +29,7 @@ from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
+from envscaler_client._protocol import connection_limits
 from envscaler_client.adapters.rows import VERL_AGENT_NAME, VERL_ROW_KEY, gateway, verl_episode
 from envscaler_client.aio import AsyncEnvClient, AsyncSession
 from envscaler_client.tools import async_tool_message
@@ -78,8 +79,9 @@ class EnvScalerAgentLoop(ToolAgentLoop):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         episode = verl_episode(kwargs)
         # A client per trajectory: verl builds an agent loop per trajectory, and an httpx
-        # client belongs to the event loop it was opened on.
-        async with AsyncEnvClient(*self._gateway) as client, \
+        # client belongs to the event loop it was opened on. Its batch is one session, so one
+        # connection: a turn's parallel tool calls queue here, not on the session's lock.
+        async with AsyncEnvClient(*self._gateway, limits=connection_limits(1)) as client, \
                 client.create_session(episode.env, episode.scenario, seed=episode.seed) as session:
             tools = [EnvScalerTool(session, tool) for tool in session.tools]
             self.tools = {tool.name: tool for tool in tools}

@@ -17,7 +17,7 @@ For trainers (an RL framework plugs its own generation in as the policy)::
 `ChatCompletionsPolicy` is a policy for any OpenAI-compatible endpoint (httpx, no SDK),
 `SimulatedUser` the user of conversation mode, `ReferencePolicy` a scenario's reference solution,
 `run_rollouts` many episodes at once into a resumable JSONL file, and `export_sft` turns that file
-into SFT data. Like the rest of the client, this needs httpx and pydantic only.
+into SFT data. Like the rest of the client, this needs httpx, httptools and pydantic only.
 """
 
 from envscaler_client.rollout.episode import (

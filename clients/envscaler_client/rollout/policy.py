@@ -4,8 +4,8 @@
 
 so an RL framework plugs its own generation in (vLLM, SGLang, a trainer's actor...).
 `ChatCompletionsPolicy` is the one for any OpenAI-compatible chat-completions endpoint, spoken
-with httpx directly: the client distribution depends on httpx and pydantic only, not on the
-``openai`` SDK.
+with httpx directly: the client distribution depends on httpx, httptools and pydantic only, not
+on the ``openai`` SDK.
 
 The message a policy returns may carry a ``usage`` key (``prompt_tokens``, ``completion_tokens``,
 ``total_tokens``): `envscaler_client.rollout.run_episode` takes it out of the message and adds

@@ -266,7 +266,9 @@ async def run_rollouts(
         on_start: Callable[[int], None] | None = None,
         on_episode: Callable[[Episode], None] | None = None,
         reuse_sessions: bool = True) -> RolloutResult:
-    """Run an episode per spec with at most ``concurrency`` at a time (a group runs whole).
+    """Run an episode per spec with at most ``concurrency`` at a time (a group runs whole; give
+    ``client`` ``limits=connection_limits(max(concurrency, group size))``, or no cap: a cap below
+    that queues requests).
 
     ``policy_for(spec)`` gives the policy of one episode (e.g. ``policy.with_seed(spec.seed)``
     or a `ReferencePolicy` of its scenario). With ``out``, each episode is appended to that JSONL
