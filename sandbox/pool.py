@@ -38,6 +38,7 @@ RECYCLE_TIMEOUT = 5.0
 RECYCLE_WAIT = 0.5  # a claim with nothing ready waits this long for a recycle in flight
 FAILURE_BACKOFF = 2.0
 SWEEP_INTERVAL = 10.0  # seconds between liveness probes of the warm sandboxes
+QUEUE_WAIT_FACTOR = 2  # a cold claim waits at most this many start timeouts for its turn
 IDLE_SURPLUS_SECONDS = 120.0  # a warm sandbox beyond the target is destroyed after this long idle
 
 
@@ -204,20 +205,31 @@ class SandboxPool:
                        owner=self if role == RUNTIME else None)
 
     async def _turn(self, cold: bool) -> None:
-        """A creation slot: a cold claim waits for one up to ``start_timeout`` (the engine is
-        busy with a burst: 503, retry), a refill for as long as it takes."""
+        """A creation slot. A refill waits for one as long as it takes. A cold claim waits while
+        the engine gets on with the burst ahead of it (a creation ended within each
+        ``start_timeout``), at most ``QUEUE_WAIT_FACTOR`` start timeouts in all, below a client's
+        usual read timeout; past that, or when the engine ended none in a whole start timeout,
+        503 with ``Retry-After``."""
         if not cold:
             await self._creating.acquire()
             return
         self._waiting += 1
+        waited = 0.0
         try:
-            async with asyncio.timeout(self.config.start_timeout):
-                await self._creating.acquire()
-        except TimeoutError:
-            raise CapacityExhausted(
-                f"the engine is busy creating sandboxes (up to {self.config.sandbox_create_concurrency} "
-                f"at once) and none was free within {self.config.start_timeout:g} s",
-                retry_after=1.0) from None
+            while True:
+                ended = self._started + self._failed
+                try:
+                    async with asyncio.timeout(self.config.start_timeout):
+                        await self._creating.acquire()
+                    return
+                except TimeoutError:
+                    waited += self.config.start_timeout
+                    stalled = self._started + self._failed == ended
+                    if stalled or waited >= QUEUE_WAIT_FACTOR * self.config.start_timeout:
+                        raise CapacityExhausted(
+                            f"the engine is busy creating sandboxes (up to "
+                            f"{self.config.sandbox_create_concurrency} at once) and none was free "
+                            f"within {waited:g} s", retry_after=1.0) from None
         finally:
             self._waiting -= 1
 

@@ -17,14 +17,15 @@ import httpx
 import pytest
 
 from sandbox.config import SandboxConfig
+from sandbox.pool import QUEUE_WAIT_FACTOR
 from tests.conftest import RUN_ID
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import running_gateway
 from tests.reliability.helpers import assert_error, call, containers_of, new_session
 
-# An open waits at most the start timeout for a creation slot, then its creation may take as
-# long: past that it would hang. (The bound the pool promises, whatever the machine's load.)
-ANSWER_WITHIN = 2 * SandboxConfig().start_timeout
+# An open waits at most QUEUE_WAIT_FACTOR start timeouts for a creation slot, then its creation
+# may take one more: past that it would hang. (The bound the pool promises, whatever the load.)
+ANSWER_WITHIN = (QUEUE_WAIT_FACTOR + 1) * SandboxConfig().start_timeout
 
 
 async def create(client: httpx.AsyncClient) -> tuple[httpx.Response, float]:
