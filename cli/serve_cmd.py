@@ -64,14 +64,14 @@ def serve(
         with _ray_hosts(ray_address, settings):
             _serve(host, port, workers, Settings())
         return
-    # The state directory first: a second gateway on it is refused before the slow work
+    try:  # before anything starts: every worker would refuse it the same way
+        socketroot.claim(settings.socket_root)
+    except UnsafeSocketRoot as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    # Then the state directory: a second gateway on it is refused before the slow work
     # (images), not after it.
     with _embedded_redis(settings):
-        try:  # before anything starts: every worker would refuse it the same way
-            socketroot.claim(settings.socket_root)
-        except UnsafeSocketRoot as exc:
-            console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from None
         if settings.sandbox_backend == "docker":
             image = settings.sandbox_image or _sandbox_image(settings.sandbox_base_image)
             os.environ["ENVSCALER_SANDBOX_IMAGE"] = image

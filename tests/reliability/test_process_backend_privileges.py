@@ -69,8 +69,8 @@ async def main():
         sandbox = Sandbox(await backend.create({}), backend)
         await sandbox.load(source=sys.argv[3], class_name="Spy", tools=["probe"],
                            init_config={"port": port}, seed=0, max_result_bytes=1 << 20,
-                           timeout=scaled(10))
-        print(json.dumps(await sandbox.call("probe", {}, timeout=scaled(10))), flush=True)
+                           timeout=float(sys.argv[4]))
+        print(json.dumps(await sandbox.call("probe", {}, timeout=float(sys.argv[4]))), flush=True)
     finally:
         await backend.close()
 
@@ -82,7 +82,8 @@ def test_environment_code_can_neither_read_the_api_keys_nor_take_the_gateways_po
         socket_root: Path) -> None:
     environment = {**os.environ, "ENVSCALER_API_KEYS": ADMIN_KEY}
     gateway = subprocess.run(
-        [sys.executable, "-c", GATEWAY_SCRIPT, str(socket_root), new_instance(), SPY_SOURCE],
+        [sys.executable, "-c", GATEWAY_SCRIPT, str(socket_root), new_instance(), SPY_SOURCE,
+         str(scaled(10))],
         cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=scaled(60))
     assert gateway.returncode == 0, gateway.stderr
     found = json.loads(gateway.stdout)["data"]
