@@ -9,10 +9,12 @@ Recycled sandboxes may hold the pool above its target while sessions come and go
 beyond the target is destroyed after ``IDLE_SURPLUS_SECONDS``, so a trainer's batch that comes
 back every training step finds its sandboxes warm, and an idle pool shrinks back to its target.
 
-Creation is bounded by how many the engine creates at once (``create_concurrency``), never by a
-fixed rate: a burst of claims creates in parallel as fast as the engine goes, each claim waiting
-its turn (at most ``start_timeout``, then 503) rather than being refused, and the background
-refill steps aside while claims wait.
+A creation makes as many runtimes as the backend's containers serve sessions at once
+(``slots_per_creation``): a burst of claims waits for its share of the creations in flight, one
+started for every that many claims beyond what those bring, up to ``create_concurrency`` at once,
+never at a fixed rate; each claim waits at most ``QUEUE_WAIT_FACTOR`` start timeouts (then 503).
+The background refill to the target goes through the same creations, and what they bring beyond
+the claims waiting joins the warm pool.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ RECYCLE_TIMEOUT = 5.0
 RECYCLE_WAIT = 0.5  # a claim with nothing ready waits this long for a recycle in flight
 FAILURE_BACKOFF = 2.0
 SWEEP_INTERVAL = 10.0  # seconds between liveness probes of the warm sandboxes
-QUEUE_WAIT_FACTOR = 2  # a cold claim waits at most this many start timeouts for its turn
+QUEUE_WAIT_FACTOR = 2  # a cold claim waits at most this many start timeouts for a runtime
 IDLE_SURPLUS_SECONDS = 120.0  # a warm sandbox beyond the target is destroyed after this long idle
 
 
@@ -69,8 +71,10 @@ class SandboxPool:
         self._live = 0  # created by this pool and not yet destroyed, including those being created
         self._started = self._failed = self._recycled = 0
         self._recycling = 0  # sandboxes being recycled, on their way back to ``_ready``
-        self._creating = asyncio.Semaphore(config.sandbox_create_concurrency)
-        self._waiting = 0  # cold claims waiting for a creation: the refill steps aside
+        self._claims: deque[asyncio.Future[Sandbox]] = deque()  # cold claims, oldest first
+        self._creations: set[asyncio.Task[None]] = set()
+        self._promised = 0  # runtimes the creations in flight will bring
+        self._backoff_until = 0.0  # a creation failed: the refill alone waits until then
         self._wanted = asyncio.Event()
         self._refiller: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()  # renames and recycles in flight
@@ -102,7 +106,28 @@ class SandboxPool:
             if await self._answers(sandbox):
                 self._name_later(sandbox, session_id)
                 return sandbox
-        return await self._create({"envscaler.session": session_id}, cold=True)
+        return await self._claim_cold()
+
+    async def _claim_cold(self) -> Sandbox:
+        """A runtime of a creation: started now, or in flight already for claims ahead of this
+        one. At most ``QUEUE_WAIT_FACTOR`` start timeouts, then ``CapacityExhausted`` (503)."""
+        claim: asyncio.Future[Sandbox] = asyncio.get_running_loop().create_future()
+        self._claims.append(claim)
+        self._start_creations()
+        wait = QUEUE_WAIT_FACTOR * self.config.start_timeout
+        try:
+            async with asyncio.timeout(wait):
+                return await claim
+        except BaseException as exc:
+            if claim.done() and not claim.cancelled() and claim.exception() is None:
+                self._shelve(claim.result())  # given just as this claim was given up on
+            claim.cancel()
+            if isinstance(exc, TimeoutError):
+                raise CapacityExhausted(f"the engine is busy creating sandboxes (up to "
+                                        f"{self.config.sandbox_create_concurrency} at once) and "
+                                        f"none was ready within {wait:g} s",
+                                        retry_after=1.0) from None
+            raise
 
     def _name_later(self, sandbox: Sandbox, session_id: str) -> None:
         """Name the sandbox after its session off the claim's path (an engine round trip)."""
@@ -181,57 +206,66 @@ class SandboxPool:
             await sandbox.destroy()
             return False
 
-    async def _create(self, labels: dict[str, str], cold: bool, role: str = RUNTIME) -> Sandbox:
-        if self._live >= self.config.max_sandboxes:
-            raise CapacityExhausted(f"all {self.config.max_sandboxes} sandboxes are in use",
-                                    retry_after=1.0)
-        self._live += 1
-        try:
-            await self._turn(cold)
-            try:
-                handle = await self.backend.create({"envscaler.pool": self.name, **labels}, role,
-                                                   self.image if role == RUNTIME else None)
-            finally:
-                self._creating.release()
-        except BaseException:
-            self._live -= 1
-            self._failed += 1
-            raise
-        finally:
-            if cold:  # the refill stepped aside for this claim: it may go on now
-                self._wanted.set()
-        self._started += 1
-        return Sandbox(handle, self.backend, on_destroy=self._forget,
-                       owner=self if role == RUNTIME else None)
+    def _start_creations(self) -> None:
+        """Start creations for the claims waiting and the warm pool's target beyond what those in
+        flight bring, up to ``create_concurrency`` at once and the pool's capacity."""
+        per_creation = self.backend.slots_per_creation
+        while len(self._creations) < self.config.sandbox_create_concurrency:
+            claims = sum(not claim.done() for claim in self._claims)
+            refill = 0 if time.monotonic() < self._backoff_until else self._missing()
+            if claims + max(refill, 0) <= self._promised:
+                return
+            if self._live + per_creation > self.config.max_sandboxes:
+                if not self._creations:
+                    self._fail_claims(CapacityExhausted(
+                        f"all {self.config.max_sandboxes} sandboxes are in use", retry_after=1.0))
+                return
+            self._live += per_creation
+            self._promised += per_creation
+            task = asyncio.create_task(self._create(per_creation))
+            self._creations.add(task)
+            task.add_done_callback(self._creations.discard)
 
-    async def _turn(self, cold: bool) -> None:
-        """A creation slot. A refill waits for one as long as it takes. A cold claim waits while
-        the engine gets on with the burst ahead of it (a creation ended within each
-        ``start_timeout``), at most ``QUEUE_WAIT_FACTOR`` start timeouts in all, below a client's
-        usual read timeout; past that, or when the engine ended none in a whole start timeout,
-        503 with ``Retry-After``."""
-        if not cold:
-            await self._creating.acquire()
-            return
-        self._waiting += 1
-        waited = 0.0
+    async def _create(self, promised: int) -> None:
+        """One creation, counted by the caller as ``promised`` runtimes; what it makes goes to the
+        claims waiting, oldest first, then to the pool."""
         try:
-            while True:
-                ended = self._started + self._failed
-                try:
-                    async with asyncio.timeout(self.config.start_timeout):
-                        await self._creating.acquire()
-                    return
-                except TimeoutError:
-                    waited += self.config.start_timeout
-                    stalled = self._started + self._failed == ended
-                    if stalled or waited >= QUEUE_WAIT_FACTOR * self.config.start_timeout:
-                        raise CapacityExhausted(
-                            f"the engine is busy creating sandboxes (up to "
-                            f"{self.config.sandbox_create_concurrency} at once) and none was free "
-                            f"within {waited:g} s", retry_after=1.0) from None
+            handles = await self.backend.create_runtimes({"envscaler.pool": self.name,
+                                                          "envscaler.session": ""}, self.image)
+        except Exception as exc:  # noqa: BLE001 - each claim it was for learns why
+            self._live -= promised
+            self._failed += 1
+            self._backoff_until = time.monotonic() + FAILURE_BACKOFF
+            log.error("creating sandboxes failed: %s; the refill retries in %g s", exc,
+                      FAILURE_BACKOFF)
+            self._fail_claims(exc, promised)
+            self._wanted.set()
+            return
         finally:
-            self._waiting -= 1
+            self._promised -= promised
+        self._live += len(handles) - promised
+        self._started += 1
+        for handle in handles:
+            self._shelve(Sandbox(handle, self.backend, on_destroy=self._forget, owner=self))
+        self._start_creations()
+
+    def _shelve(self, sandbox: Sandbox) -> None:
+        """Give a ready sandbox to the oldest claim waiting, or keep it warm."""
+        while self._claims:
+            claim = self._claims.popleft()
+            if not claim.done():
+                claim.set_result(sandbox)
+                return
+        sandbox.idle_since = time.monotonic()
+        self._ready.append(sandbox)
+
+    def _fail_claims(self, exc: BaseException, count: int | None = None) -> None:
+        """The oldest ``count`` claims waiting (all by default) end with ``exc``."""
+        while self._claims and (count is None or count > 0):
+            claim = self._claims.popleft()
+            if not claim.done():
+                claim.set_exception(exc)
+                count = None if count is None else count - 1
 
     def _forget(self, _sandbox: Sandbox) -> None:
         self._live -= 1
@@ -247,19 +281,9 @@ class SandboxPool:
                 await self._sweep()  # a death sets _wanted: the next turn refills
                 continue
             self._wanted.clear()
-            while (missing := self._missing()) > 0 and not self._waiting:
-                results = await asyncio.gather(
-                    *(self._create({"envscaler.session": ""}, cold=False)
-                      for _ in range(min(missing, self.config.sandbox_create_concurrency))),
-                    return_exceptions=True)
-                for result in results:
-                    if isinstance(result, Sandbox):
-                        self._ready.append(result)
-                failures = [r for r in results if isinstance(r, BaseException)]
-                if failures:
-                    log.error("warm pool refill failed: %s; retrying in %g s", failures[0],
-                              FAILURE_BACKOFF)
-                    await asyncio.sleep(FAILURE_BACKOFF)
+            if (backoff := self._backoff_until - time.monotonic()) > 0:
+                await asyncio.sleep(backoff)
+            self._start_creations()
 
     async def _trim(self) -> None:
         """Destroy warm sandboxes beyond the target that stayed idle (the oldest are last)."""
@@ -279,8 +303,7 @@ class SandboxPool:
                 self._ready.append(sandbox)
 
     def _missing(self) -> int:
-        return min(self.config.pool_size - len(self._ready) - self._recycling,
-                   self.config.max_sandboxes - self._live)
+        return self.config.pool_size - len(self._ready) - self._recycling
 
     async def close(self) -> None:
         """Stop refilling (waiting for creations in flight to clean up), then kill everything."""
@@ -288,7 +311,7 @@ class SandboxPool:
             self._refiller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._refiller
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await asyncio.gather(*self._creations, *self._background, return_exceptions=True)
         while self._ready:
             await self._ready.popleft().destroy()
         if self.owns_backend:

@@ -166,14 +166,14 @@ class Sandbox:
                                    memory_bytes=memory_bytes)
 
     async def recycle(self, timeout: float) -> None:
-        """Have the container's keeper restart the runtime in place (``runtime/keeper.py``), then
+        """Have the container's keeper restart the slot's runtime in place (``runtime/keeper.py``), then
         check that a fresh, empty runtime answers. Raises ``SandboxError`` when it does not."""
         self.client.close()
         control = RuntimeClient(str(self.backend.directory(self.handle) / CONTROL_NAME),
                                 self.backend.secret(self.handle))
         try:
             async with asyncio.timeout(timeout):
-                fresh = await control.request({"op": "recycle",
+                fresh = await control.request({"op": "recycle", "slot": self.handle.slot,
                                                "generation": self.handle.generation})
                 info = await self.client.request({"op": "ping"})
         except TimeoutError:

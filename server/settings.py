@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     sandbox_memory: str = "256m"
     sandbox_cpus: float = Field(1.0, gt=0)
     sandbox_pids: int = Field(64, ge=8)
+    sandbox_slots: int = Field(16, ge=1, le=256, description="sessions one sandbox container "
+                               "serves at once (Docker backend), each as a user of its own under "
+                               "its own process limit; the container's memory, processes and "
+                               "/tmp are the sum of theirs. 1: a container per session")
     sandbox_tmpfs: str = "16m"
     sandbox_log_size: str = Field("1m", description="a sandbox's output kept on the host (its "
                                   "newest part, for diagnostics); the rest is dropped")
@@ -210,7 +214,7 @@ class Settings(BaseSettings):
             sandbox_backend=self.sandbox_backend, sandbox_image=image,
             sandbox_runtime=self.sandbox_runtime, sandbox_memory=self.sandbox_memory,
             sandbox_cpus=self.sandbox_cpus, sandbox_pids=self.sandbox_pids,
-            sandbox_tmpfs=self.sandbox_tmpfs, sandbox_log_size=self.sandbox_log_size,
+            sandbox_slots=self.sandbox_slots, sandbox_tmpfs=self.sandbox_tmpfs, sandbox_log_size=self.sandbox_log_size,
             socket_root=self.socket_root, pool_size=0 if remote else self.pool_size,
             max_sandboxes=self.max_sandboxes,
             sandbox_create_concurrency=self.sandbox_create_concurrency,

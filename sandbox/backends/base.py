@@ -11,12 +11,14 @@ from typing import Any
 from sandbox import socketroot
 from sandbox.client import RuntimeClient
 from sandbox.errors import SandboxUnavailable
+from sandbox.runtime.protocol import runtime_socket_name
 
-SOCKET_NAME = "runtime.sock"
+SOCKET_NAME = runtime_socket_name(0)
 CONTROL_NAME = "control.sock"  # the keeper's, beside the runtime's (containers only)
 SECRET_NAME = "secret"  # the sandbox's secret, until its keeper or checker has read it
 RUNTIME, CHECKER = "runtime", "checker"  # what a sandbox runs (``python3 -m sandbox.runtime``)
 SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
+MAX_SLOTS = 256  # runtimes of one container (``ENVSCALER_SANDBOX_SLOTS``)
 
 
 class InvalidHandle(ValueError):
@@ -60,33 +62,36 @@ class SandboxHandle:
     backend's own socket root (``SandboxBackend.socket_path``), and the backend checks ``id``
     against what it created before it touches anything with it (``from_dict`` checks shapes).
 
-    ``generation`` counts the recycles of the container (``runtime/keeper.py``): a handle of an
-    older generation names a container that has since served, or serves, another session, so a
-    recycle asked for with it is refused."""
+    ``slot``: which of the container's runtimes (``runtime/keeper.py``) serves the session.
+    ``generation`` counts the recycles of that slot: a handle of an older generation names a
+    runtime that has since served, or serves, another session, so a recycle asked for with it
+    is refused."""
 
     id: str
     name: str  # the sandbox's directory under its instance's (the id too, for processes)
     backend: str
     instance: str
     generation: int = 0
+    slot: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "backend": self.backend,
-                "instance": self.instance, "generation": self.generation}
+                "instance": self.instance, "generation": self.generation, "slot": self.slot}
 
     @classmethod
     def from_dict(cls, data: object) -> SandboxHandle:
         """Raises ``InvalidHandle`` unless every field has the shape this service gives it."""
         if not isinstance(data, dict):
             raise InvalidHandle(f"a sandbox handle is an object, not {type(data).__name__}")
-        generation = data.get("generation", 0)
+        generation, slot = data.get("generation", 0), data.get("slot", 0)
         fields = (data.get("id"), data.get("name"), data.get("backend"), data.get("instance"))
         if not (all(isinstance(value, str) for value in fields) and type(generation) is int
+                and type(slot) is int and 0 <= slot < MAX_SLOTS
                 and socketroot.valid_sandbox(data.get("name"))
                 and socketroot.valid_instance(data.get("instance"))):
             raise InvalidHandle(f"not a sandbox handle of this service: {data!r:.300}")
         return cls(id=data["id"], name=data["name"], backend=data["backend"],
-                   instance=data["instance"], generation=generation)
+                   instance=data["instance"], generation=generation, slot=slot)
 
 
 class SandboxBackend(ABC):
@@ -100,6 +105,7 @@ class SandboxBackend(ABC):
     name: str
     isolation: str  # shown in /readyz and logs: "container", "gvisor" or "process"
     recyclable: bool = False  # its runtimes run under a keeper that restarts them in place
+    slots_per_creation: int = 1  # runtimes one ``create_runtimes`` makes
 
     def __init__(self, instance: str, socket_root: Path) -> None:
         self.instance = instance
@@ -122,7 +128,7 @@ class SandboxBackend(ABC):
         return socketroot.sandbox_dir(self.socket_root, handle.instance, handle.name)
 
     def socket_path(self, handle: SandboxHandle) -> str:
-        return str(self.directory(handle) / SOCKET_NAME)
+        return str(self.directory(handle) / runtime_socket_name(handle.slot))
 
     def secret(self, handle: SandboxHandle) -> bytes:
         """What the sandbox's runtime must prove it holds on every connection."""
@@ -156,6 +162,12 @@ class SandboxBackend(ABC):
         functions on states, never an environment). ``image``: another image than the
         configured one (an environment's requirements'); a backend without images refuses it
         (``SandboxUnavailable``)."""
+
+    async def create_runtimes(self, labels: dict[str, str], image: str | None = None
+                              ) -> list[SandboxHandle]:
+        """Started runtime sandboxes, as many as one creation makes: a backend whose containers
+        serve several sessions at once gives one handle per slot; the default, one."""
+        return [await self.create(labels, RUNTIME, image)]
 
     async def verify(self, handle: SandboxHandle) -> bool:
         """Whether a stored handle's id is the sandbox this service created under the handle's

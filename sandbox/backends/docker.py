@@ -9,6 +9,11 @@ clear 503 within that bound. Only a create that started is awaited to its end (e
 requests within the client's timeout), so that its container is known, to be removed.
 The runtime's socket lives in a per-sandbox host directory bind-mounted at /run/envscaler, so a
 container can reach only its own socket and needs no network at all.
+
+A runtime container serves ``ENVSCALER_SANDBOX_SLOTS`` sessions at once (``create_runtimes``): its
+keeper runs one runtime per slot, each as a user of its own drawn from a range unique to the
+container, under the per-session limits times the slots for the container as a whole. A handle
+names one slot; ``destroy`` retires that slot alone, and removes the container with its last.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import dataclasses
 import re
+import secrets
 import shutil
 import socket
 import time
@@ -32,6 +39,7 @@ from requests.exceptions import RequestException
 from sandbox import socketroot
 from sandbox.backends.base import (
     CONTROL_NAME,
+    MAX_SLOTS,
     RUNTIME,
     SECRET_NAME,
     SOCKET_NAME,
@@ -40,9 +48,9 @@ from sandbox.backends.base import (
     make_socket_dir,
     write_secret,
 )
-from sandbox.client import wait_for_runtime
+from sandbox.client import RuntimeClient, RuntimeFault, wait_for_runtime
 from sandbox.config import SandboxConfig, parse_size
-from sandbox.errors import SandboxGone, SandboxUnavailable
+from sandbox.errors import SandboxError, SandboxGone, SandboxUnavailable
 from sandbox.heartbeat import Heartbeat
 
 log = logging.getLogger("envscaler.sandbox.docker")
@@ -57,9 +65,14 @@ SOCKET_ROOT = "envscaler.socket-root"
 SANDBOX = "envscaler.sandbox"  # the sandbox's directory name under its instance's
 CONTAINER_ID = re.compile(r"[0-9a-f]{64}")  # a full id: never a name or a prefix to resolve
 SOCKET_IN_CONTAINER = "/run/envscaler"
+KEEPER_PROCESSES = 8  # docker-init, the keeper and what it forks to wipe scratch space
 REAP_INTERVAL = 30.0
 RETRY_INTERVAL = 5.0  # removals that failed while the engine was away are retried this often
 DIAGNOSE_WAIT = 2.0
+KEEPER_TIMEOUT = 5.0  # for the keeper's answer about one slot
+# Slot users: a range of MAX_SLOTS drawn per container from here, so that no two containers of
+# the machine share a user (RLIMIT_NPROC counts a user's processes machine-wide).
+SLOT_UIDS = range(1 << 20, (1 << 31) - MAX_SLOTS, MAX_SLOTS)
 # What the engine's client raises when the engine is down or restarting: the SDK's own errors,
 # and requests' connection errors, which it lets through unwrapped.
 ENGINE_ERRORS = (DockerException, RequestException)
@@ -80,12 +93,14 @@ class DockerBackend(SandboxBackend):
         super().__init__(instance, config.socket_root)
         self.config = config
         self.isolation = "gvisor" if config.sandbox_runtime == "runsc" else "container"
+        self.slots_per_creation = config.sandbox_slots
         self.heartbeat = Heartbeat(config.socket_root, instance, config.heartbeat_interval)
         self._client: docker.DockerClient | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._unremoved: set[str] = set()  # containers to remove once the engine answers again
         # Containers known to be this service's, by id: (instance, sandbox name) from their labels
         self._known: dict[str, tuple[str, str]] = {}
+        self._slots: dict[str, int] = {}  # slots of the containers this process created
         self._threads = ThreadPoolExecutor(config.docker_threads,
                                            thread_name_prefix="envscaler-docker")
 
@@ -147,10 +162,10 @@ class DockerBackend(SandboxBackend):
             log.info("removed sandbox %s after the engine came back", container_id[:12])
 
     def _container_spec(self, name: str, directory: Path, labels: dict[str, str],
-                        role: str, image: str | None) -> dict[str, Any]:
+                        role: str, image: str | None, slots: int) -> dict[str, Any]:
         cfg = self.config
         host_config = self.client.api.create_host_config(
-            **confinement(cfg),
+            **confinement(cfg, slots),
             # Root with only these: the keeper and the checker run untrusted code as another
             # user, which can then neither signal nor trace them (runtime/contain.py).
             cap_add=TRUSTED_CAPABILITIES, init=True,
@@ -162,10 +177,19 @@ class DockerBackend(SandboxBackend):
         return {"image": image or cfg.sandbox_image, "name": f"envscaler-{self.instance}-{name}",
                 "labels": all_labels,
                 "host_config": host_config, "user": "0:0", "network_disabled": True,
-                "command": _command(role)}
+                "command": _command(role, slots, cfg.sandbox_pids)}
 
     async def create(self, labels: dict[str, str], role: str = RUNTIME,
                      image: str | None = None) -> SandboxHandle:
+        return await self._create_container(labels, role, image, 1)
+
+    async def create_runtimes(self, labels: dict[str, str], image: str | None = None
+                              ) -> list[SandboxHandle]:
+        first = await self._create_container(labels, RUNTIME, image, self.config.sandbox_slots)
+        return [dataclasses.replace(first, slot=slot) for slot in range(self.config.sandbox_slots)]
+
+    async def _create_container(self, labels: dict[str, str], role: str, image: str | None,
+                                slots: int) -> SandboxHandle:
         name = socketroot.new_sandbox_name()
         directory = socketroot.sandbox_dir(self.config.socket_root, self.instance, name)
         pending = SandboxHandle(id="", name=name, backend=self.name, instance=self.instance)
@@ -178,12 +202,13 @@ class DockerBackend(SandboxBackend):
         # A worker thread cannot be cancelled: shielding it lets a cancelled create still learn
         # the id of the container the thread goes on to start, and remove it.
         starting = asyncio.ensure_future(
-            self._engine(lambda: self._create_and_start(name, directory, labels, role, image),
-                         abandon=False))
+            self._engine(lambda: self._create_and_start(name, directory, labels, role, image,
+                                                        slots), abandon=False))
         try:
             handle = SandboxHandle(id=await asyncio.shield(starting), name=name,
                                    backend=self.name, instance=self.instance)
             self._known[handle.id] = (handle.instance, handle.name)
+            self._slots[handle.id] = slots
             await wait_for_runtime(str(socket_path), secret, self.config.start_timeout,
                                    lambda: None)
             # The runtime has bound its socket: from now on the directory is read-only to the
@@ -198,15 +223,15 @@ class DockerBackend(SandboxBackend):
             reason = await self._logs_tail(container_id) if container_id and failed else ""
             if container_id:
                 await self._remove_now_or_later(container_id)
-                self._known.pop(container_id, None)
+                self._forget(container_id)
             shutil.rmtree(directory, ignore_errors=True)
             if failed:
                 raise SandboxUnavailable(f"sandbox did not start: {exc}\n{reason}".strip()) from exc
             raise
 
     def _create_and_start(self, name: str, directory: Path, labels: dict[str, str],
-                          role: str, image: str | None) -> str:
-        spec = self._container_spec(name, directory, labels, role, image)
+                          role: str, image: str | None, slots: int) -> str:
+        spec = self._container_spec(name, directory, labels, role, image, slots)
         container = self.client.api.create_container(**spec)
         self.client.api.start(container["Id"])
         return container["Id"]
@@ -232,6 +257,37 @@ class DockerBackend(SandboxBackend):
                 raise
 
     async def destroy(self, handle: SandboxHandle) -> None:
+        """Retire the handle's slot (its runtime killed, its socket refusing); remove the container
+        with its last live slot, or when its keeper does not answer. A handle whose slot has been
+        recycled since (another session's now) is left alone."""
+        try:
+            answer = await self._keeper(handle, "retire", generation=handle.generation)
+        except RuntimeFault as exc:
+            if exc.kind == "Stale":
+                log.info("not retiring slot %d of sandbox %s: %s", handle.slot, handle.id[:12],
+                         exc.message)
+                return
+            answer = None
+        except SandboxError:
+            answer = None
+        if answer is None or answer.get("live") == 0:
+            await self.destroy_container(handle)
+
+    async def _keeper(self, handle: SandboxHandle, op: str, **fields: Any) -> dict[str, Any]:
+        """The container's keeper's answer about the handle's slot, once the handle is known to
+        name this service's container (``SandboxError`` when it is not, or is not running)."""
+        if not await self._owned(handle):
+            raise SandboxGone(f"sandbox {handle.id[:12]} is not this service's running container")
+        control = RuntimeClient(str(self.directory(handle) / CONTROL_NAME), self.secret(handle))
+        try:
+            async with asyncio.timeout(KEEPER_TIMEOUT):
+                return await control.request({"op": op, "slot": handle.slot, **fields})
+        except TimeoutError:
+            raise SandboxGone(f"the keeper of sandbox {handle.id[:12]} did not answer") from None
+        finally:
+            control.close()
+
+    async def destroy_container(self, handle: SandboxHandle) -> None:
         """Remove the container now, or as soon as the engine answers again (never raises for
         an engine that is away: a destroy is on some error path already), and its directory.
 
@@ -248,7 +304,7 @@ class DockerBackend(SandboxBackend):
         directory = self.directory(handle)
         if owned is True:
             await self._remove_now_or_later(handle.id)
-            self._known.pop(handle.id, None)
+            self._forget(handle.id)
         elif owned is False:
             log.warning("refusing to remove container %s: it is not this service's sandbox %s/%s "
                         "(a forged or stale handle)", handle.id[:12], handle.instance, handle.name)
@@ -258,6 +314,10 @@ class DockerBackend(SandboxBackend):
 
     async def verify(self, handle: SandboxHandle) -> bool:
         return await self._owned(handle) is True
+
+    def _forget(self, container_id: str) -> None:
+        self._known.pop(container_id, None)
+        self._slots.pop(container_id, None)
 
     async def _owned(self, handle: SandboxHandle) -> bool | None:
         """Whether ``handle.id`` is the container this service created for the handle's names
@@ -298,8 +358,10 @@ class DockerBackend(SandboxBackend):
             log.warning("removing sandbox %s failed (%s); will retry", container_id[:12], exc)
 
     async def name_session(self, handle: SandboxHandle, session_id: str | None) -> None:
-        """Rename the container to end with the session id (or back to its pool name):
-        Docker labels cannot change."""
+        """Rename a container of one slot to end with the session id (or back to its pool name):
+        Docker labels cannot change. A container of several sessions keeps its name."""
+        if self._slots.get(handle.id) != 1:
+            return
         name = f"envscaler-{handle.instance}-{handle.name}"
         if session_id is not None:
             name += f"-{session_id}"
@@ -310,10 +372,18 @@ class DockerBackend(SandboxBackend):
             log.debug("renaming sandbox %s failed: %s", handle.id[:12], exc)
 
     async def is_running(self, handle: SandboxHandle) -> bool:
+        """Whether the handle's runtime is there to serve it: the container runs, and the slot
+        has a runtime of the handle's generation."""
         if not await self._owned(handle):
             return False
         info = await self._inspect(handle.id)
-        return bool(info and info["State"].get("Running"))
+        if not (info and info["State"].get("Running")):
+            return False
+        try:
+            status = await self._keeper(handle, "status")
+        except SandboxError:
+            return False
+        return status["generation"] == handle.generation and status["runtime_pid"] != 0
 
     async def diagnose(self, handle: SandboxHandle) -> str:
         """Why the runtime died. The container (docker-init as PID 1) stops a moment after it."""
@@ -347,10 +417,28 @@ class DockerBackend(SandboxBackend):
         if state.get("EngineAway"):
             return "the Docker engine does not answer"
         if state.get("OOMKilled"):
-            return f"killed: out of memory (limit {self.config.sandbox_memory})"
+            return f"killed: out of memory (limit {self._memory_limit(handle)})"
         if not state.get("Running"):
             return f"container exited with status {state.get('ExitCode')}"
-        return ""
+        return await self._slot_ended(handle)
+
+    async def _slot_ended(self, handle: SandboxHandle) -> str:
+        """Why the slot's runtime ended, as its keeper saw it."""
+        try:
+            ended = (await self._keeper(handle, "status"))["ended"]
+        except SandboxError:
+            return ""
+        if ended.startswith("killed: out of memory"):
+            return f"{ended} (limit {self._memory_limit(handle)})"
+        return ended
+
+    def _memory_limit(self, handle: SandboxHandle) -> str:
+        slots = self._slots.get(handle.id, 1)
+        if slots == 1:
+            return self.config.sandbox_memory
+        return (f"{self.config.sandbox_memory} per session, "
+                f"{parse_size(self.config.sandbox_memory) * slots // 2**20}m for the {slots} "
+                "sessions of its container")
 
     async def _list(self, *label_filters: str) -> list[dict[str, Any]]:
         filters = {"label": [f"{MANAGED}=1", f"{SOCKET_ROOT}={self.config.socket_root}",
@@ -383,7 +471,7 @@ class DockerBackend(SandboxBackend):
         dead = [handle for handle in self._handles(containers) if handle.instance != self.instance
                 and not self.heartbeat.is_alive(handle.instance)]
         for handle in dead:
-            await self.destroy(handle)
+            await self.destroy_container(handle)
         self._remove_dead_socket_dirs()
         return len(dead)
 
@@ -428,24 +516,29 @@ class DockerBackend(SandboxBackend):
             return  # it never started: nothing of its exists, and the root may be another's
         try:
             await self._retry_removals()
-            await super().close()
+            for handle in await self.list_own():
+                await self.destroy_container(handle)
         except SandboxUnavailable as exc:  # other instances reap what is left once it is back
             log.warning("could not remove this instance's sandboxes: %s", exc)
         shutil.rmtree(self.config.socket_root / self.instance, ignore_errors=True)
         await self.heartbeat.stop()
 
 
-def confinement(cfg: SandboxConfig) -> dict[str, Any]:
+def confinement(cfg: SandboxConfig, slots: int = 1) -> dict[str, Any]:
     """What holds every container that runs untrusted code (keyword arguments of the Docker SDK's
     ``create_host_config`` and ``containers.create`` alike): no network, a read-only root, no
     capabilities, no privilege gain, no shared IPC, and the sandboxes' memory, CPU, process and
-    ``/tmp`` limits and runtime."""
+    ``/tmp`` limits and runtime. A container of ``slots`` sessions gets their sum of memory,
+    processes and ``/tmp`` (each slot's processes are held by its own limit too) and the CPU of
+    one: a session's calls are short, and the machine has far fewer cores than sessions."""
+    memory = parse_size(cfg.sandbox_memory) * slots
     return {"network_mode": "none", "read_only": True, "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"], "ipc_mode": "none",
-            "mem_limit": cfg.sandbox_memory, "memswap_limit": cfg.sandbox_memory,
-            "nano_cpus": int(cfg.sandbox_cpus * 1e9), "pids_limit": cfg.sandbox_pids,
+            "mem_limit": memory, "memswap_limit": memory,
+            "nano_cpus": int(cfg.sandbox_cpus * 1e9),
+            "pids_limit": cfg.sandbox_pids * slots + KEEPER_PROCESSES,
             "runtime": cfg.sandbox_runtime,
-            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={cfg.sandbox_tmpfs}"}}
+            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={parse_size(cfg.sandbox_tmpfs) * slots}"}}
 
 
 def _log_config(log_size: str) -> dict[str, Any]:
@@ -469,13 +562,15 @@ def _answers(socket_path: Path) -> bool:
     return True
 
 
-def _command(role: str) -> list[str]:
-    """A runtime under its keeper (so it can be recycled), or a checker."""
+def _command(role: str, slots: int, processes: int) -> list[str]:
+    """``slots`` runtimes under their keeper (so they can be recycled), or a checker."""
     command = ["python3", "-s", "-m", "sandbox.runtime", "--role", role,
                "--socket", f"{SOCKET_IN_CONTAINER}/{SOCKET_NAME}",
                "--secret-file", f"{SOCKET_IN_CONTAINER}/{SECRET_NAME}"]
     if role == RUNTIME:
-        command += ["--control", f"{SOCKET_IN_CONTAINER}/{CONTROL_NAME}"]
+        command += ["--control", f"{SOCKET_IN_CONTAINER}/{CONTROL_NAME}", "--slots", str(slots),
+                    "--uid-base", str(SLOT_UIDS[secrets.randbelow(len(SLOT_UIDS))]),
+                    "--processes", str(processes)]
     return command
 
 

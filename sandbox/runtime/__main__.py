@@ -1,8 +1,10 @@
-"""``python3 -m sandbox.runtime --socket PATH [--control PATH] [--role runtime|checker]
-[--secret-file PATH | --secret-fd N] [--listening-fd N]``.
+"""``python3 -m sandbox.runtime --socket PATH [--control PATH [--slots N --uid-base UID
+--processes N]] [--role runtime|checker] [--secret-file PATH | --secret-fd N] [--listening-fd N]``.
 
 - role ``runtime`` (default): serve one environment on ``--socket``. With ``--control`` (in a
-  container), under a keeper that can restart the runtime in place (``keeper.py``).
+  container), under a keeper that can restart the runtime in place (``keeper.py``), and serves
+  ``--slots`` sessions at once: slot ``i`` on ``protocol.runtime_socket_name(i)`` beside
+  ``--socket``, as the user ``--uid-base`` + ``i``, with at most ``--processes`` processes.
 - role ``checker``: run check functions on states sent to ``--socket`` (``checker.py``); it never
   loads an environment.
 
@@ -35,6 +37,10 @@ def main(argv: list[str] | None = None) -> None:
     secret.add_argument("--secret-file", type=Path, help="read the secret here, then remove it")
     secret.add_argument("--secret-fd", type=int, help="read the secret from this pipe")
     parser.add_argument("--listening-fd", type=int, help="the socket, bound and listening")
+    parser.add_argument("--slots", type=int, default=1, help="sessions served at once (keeper)")
+    parser.add_argument("--uid-base", type=int, default=contain.UNTRUSTED_UID,
+                        help="the user of slot 0; slot i runs as this plus i (keeper)")
+    parser.add_argument("--processes", type=int, help="processes per slot (keeper)")
     args = parser.parse_args(argv)
     seccomp.deny_io_uring()
     secret_bytes = _secret(args.secret_file, args.secret_fd)
@@ -46,7 +52,11 @@ def main(argv: list[str] | None = None) -> None:
         CheckerServer(listening, Checker(contained=contain.in_container()),
                       secret_bytes).serve_forever()
     elif args.control is not None:
-        Keeper(listening, contain.bind_listening(args.control), secret_bytes).run()
+        sockets = [listening, *(contain.bind_listening(
+            args.socket.with_name(protocol.runtime_socket_name(slot)))
+            for slot in range(1, args.slots))]
+        Keeper(sockets, contain.bind_listening(args.control), secret_bytes, args.uid_base,
+               args.processes).run()
     else:
         serve_runtime(listening, secret_bytes)
 

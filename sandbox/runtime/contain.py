@@ -6,15 +6,22 @@ In a container the trusted process is root with only ``CAP_SETUID``, ``CAP_SETGI
 ``CAP_KILL`` (the Docker backend grants nothing else); what it forks drops to ``UNTRUSTED_UID``
 before running environment or check code, so that code can neither signal nor trace the process
 that judges or recycles it, while that process can kill every process of the container.
-``kill_all_others`` and ``wipe`` are only for a container, where every process but PID 1 and the
-caller belongs to the sandbox; they refuse to run anywhere else.
+``kill_all_others``, ``kill_user`` and ``wipe`` are only for a container, where every process but
+PID 1 and the caller belongs to the sandbox; they refuse to run anywhere else.
+
+A container's keeper serves several sessions at once, each in a slot of its own: slot ``i`` runs as
+the user ``uid_base + i`` (``slot_uid``), a range the gateway draws per container, so that a slot
+cannot signal, trace or read its siblings and ``RLIMIT_NPROC`` (counted per user across the whole
+machine) bounds each slot's processes alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
+import resource
 import signal
 import socket
 import stat
@@ -38,14 +45,21 @@ class Survivors(RuntimeError):
     """Processes outlived ``kill_all_others`` (the caller may not signal them)."""
 
 
-def drop_privileges() -> None:
-    """Become the untrusted user, with no capabilities, before running untrusted code (a no-op
-    unless this is root in a container: the process backend runs everything as its own user)."""
+def drop_privileges(uid: int = UNTRUSTED_UID, processes: int | None = None) -> None:
+    """Become ``uid`` (its own group too), with no capabilities, before running untrusted code,
+    with at most ``processes`` processes and threads of that user (a no-op unless this is root
+    in a container: the process backend runs everything as its own user)."""
     if os.getuid() != 0 or not in_container():
         return
+    if processes is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     os.setgroups([])
-    os.setgid(UNTRUSTED_GID)
-    os.setuid(UNTRUSTED_UID)  # from root to another user: every capability is gone too
+    os.setgid(UNTRUSTED_GID if uid == UNTRUSTED_UID else uid)
+    os.setuid(uid)  # from root to another user: every capability is gone too
+
+
+def slot_uid(uid_base: int, slot: int) -> int:
+    return uid_base + slot
 
 
 @functools.cache
@@ -79,18 +93,45 @@ def kill_all_others() -> None:
         time.sleep(0.001)  # PID 1 reaps the orphans
 
 
-def wipe(directory: Path) -> None:
-    """Remove everything in ``directory`` (a tmpfs), whatever modes environment code set and
-    however deep it nested. Done by a child as the untrusted user, the owner of those files (root
-    here has no right to override their modes)."""
+def kill_user(uid: int) -> None:
+    """SIGKILL every process of ``uid`` (a slot's), until none is left (a fork bomb races).
+    Reaps nothing: the caller's children that die stay for the caller to learn how they ended."""
+    if not in_container():
+        raise NotContained("refusing to kill a user's processes outside a container")
+    deadline = time.monotonic() + _SWEEP_SECONDS
+    while survivors := [pid for pid in _pids() if _owner(pid) == uid]:
+        for pid in survivors:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() > deadline:
+            raise Survivors(f"processes {survivors[:10]} of user {uid} survived SIGKILL")
+        time.sleep(0.001)  # PID 1 reaps the orphans
+
+
+def _owner(pid: int) -> int | None:
+    """The real user of ``pid``; None once it is gone (a zombie too: it runs nothing)."""
+    try:
+        fields = dict(line.split(":", 1)
+                      for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        if fields["State"].split()[0] in ("Z", "X"):
+            return None
+        return int(fields["Uid"].split()[0])
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
+def wipe(directory: Path, uid: int = UNTRUSTED_UID) -> None:
+    """Remove what ``uid`` owns in ``directory`` (a tmpfs), whatever modes environment code set
+    and however deep it nested. Done by a child as ``uid``, the owner of those files (root here
+    has no right to override their modes)."""
     if not in_container():
         raise NotContained(f"refusing to wipe {directory} outside a container")
     pid = os.fork()
     if pid == 0:
         status = 1
         try:
-            drop_privileges()
-            _remove_contents(directory)
+            drop_privileges(uid)
+            _remove_all([entry for entry in directory.iterdir() if entry.lstat().st_uid == uid])
             status = 0
         finally:
             os._exit(status)
@@ -99,9 +140,9 @@ def wipe(directory: Path) -> None:
         raise OSError(f"wiping {directory} failed (status {status})")
 
 
-def _remove_contents(directory: Path) -> None:
+def _remove_all(entries: list[Path]) -> None:
     """Iteratively, post-order: no recursion limit for environment code to hit."""
-    pending = [(entry, False) for entry in directory.iterdir()]
+    pending = [(entry, False) for entry in entries]
     while pending:
         path, emptied = pending.pop()
         if path.is_symlink() or not path.is_dir():

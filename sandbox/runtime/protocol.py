@@ -149,6 +149,22 @@ HELLO_FIELDS = {"nonce": Field((str,), True)}
 MAX_NONCE_CHARS = 128
 
 
+def runtime_socket_name(slot: int) -> str:
+    """Where slot ``slot`` of a container's runtimes listens, in the sandbox's socket directory
+    (a sandbox of one runtime: slot 0)."""
+    return "runtime.sock" if slot == 0 else f"runtime-{slot}.sock"
+
+
+def peer_uid(connection: socket.socket) -> int | None:
+    """The user of the process at the other end of a Unix socket; None if the kernel won't say."""
+    try:
+        credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                            struct.calcsize("3i"))
+    except OSError:
+        return None
+    return struct.unpack("3i", credentials)[1]
+
+
 def prove(secret: bytes, nonce: str) -> str:
     """What a server holding ``secret`` answers to ``hello``: only the sandbox the gateway created
     (which alone was given that secret) can answer a fresh nonce right."""

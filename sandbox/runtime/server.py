@@ -5,7 +5,8 @@ holds one environment and its calls must never interleave; ``ping`` does not, so
 answer while a long tool call runs on another connection. A load or reset answers before the
 initial state's text is written (`EnvHost.settle`, right after the answer, when no other
 operation holds the environment). No request, however malformed, and no exception, however
-unexpected, ends the server.
+unexpected, ends the server. A connection from the user of a slot of the same container (a
+sibling session's code) is closed unanswered.
 """
 
 from __future__ import annotations
@@ -48,10 +49,20 @@ def parse_request(request: Any) -> tuple[str, dict[str, Any]]:
 class RuntimeServer(socketserver.ThreadingMixIn, protocol.ListeningServer):
     daemon_threads = True
 
-    def __init__(self, listening: socket.socket, host: EnvHost, secret: bytes | None) -> None:
+    def __init__(self, listening: socket.socket, host: EnvHost, secret: bytes | None,
+                 refused_uids: range = range(0)) -> None:
+        """``refused_uids``: the users of the container's slots. A peer of any of those but this
+        runtime's own (a sibling session's code) is refused: only the gateway, from outside, and
+        the keeper may talk to a runtime. Its own user is let through, as gVisor reports it for
+        every peer outside the sandbox."""
         self.host = host
         self.env_lock = threading.Lock()
+        self.refused_uids = refused_uids
         super().__init__(listening, secret)
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        peer = protocol.peer_uid(request)
+        return peer == os.getuid() or peer not in self.refused_uids
 
     def dispatch(self, request: Any) -> dict[str, Any]:
         try:
