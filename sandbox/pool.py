@@ -209,41 +209,43 @@ class SandboxPool:
     def _start_creations(self) -> None:
         """Start creations for the claims waiting and the warm pool's target beyond what those in
         flight bring, up to ``create_concurrency`` at once and the pool's capacity."""
-        per_creation = self.backend.slots_per_creation
         while len(self._creations) < self.config.sandbox_create_concurrency:
             claims = sum(not claim.done() for claim in self._claims)
             refill = 0 if time.monotonic() < self._backoff_until else self._missing()
             if claims + max(refill, 0) <= self._promised:
                 return
-            if self._live + per_creation > self.config.max_sandboxes:
+            count = min(self.backend.slots_per_creation,
+                        self.config.max_sandboxes - self._live)
+            if count <= 0:
                 if not self._creations:
                     self._fail_claims(CapacityExhausted(
                         f"all {self.config.max_sandboxes} sandboxes are in use", retry_after=1.0))
                 return
-            self._live += per_creation
-            self._promised += per_creation
-            task = asyncio.create_task(self._create(per_creation))
+            self._live += count
+            self._promised += count
+            task = asyncio.create_task(self._create(count))
             self._creations.add(task)
             task.add_done_callback(self._creations.discard)
 
-    async def _create(self, promised: int) -> None:
-        """One creation, counted by the caller as ``promised`` runtimes; what it makes goes to the
+    async def _create(self, count: int) -> None:
+        """One creation of ``count`` runtimes (counted by the caller); what it makes goes to the
         claims waiting, oldest first, then to the pool."""
         try:
             handles = await self.backend.create_runtimes({"envscaler.pool": self.name,
-                                                          "envscaler.session": ""}, self.image)
+                                                          "envscaler.session": ""}, self.image,
+                                                         count)
         except Exception as exc:  # noqa: BLE001 - each claim it was for learns why
-            self._live -= promised
+            self._live -= count
             self._failed += 1
             self._backoff_until = time.monotonic() + FAILURE_BACKOFF
             log.error("creating sandboxes failed: %s; the refill retries in %g s", exc,
                       FAILURE_BACKOFF)
-            self._fail_claims(exc, promised)
+            self._fail_claims(exc, count)
             self._wanted.set()
             return
         finally:
-            self._promised -= promised
-        self._live += len(handles) - promised
+            self._promised -= count
+        self._live += len(handles) - count
         self._started += 1
         for handle in handles:
             self._shelve(Sandbox(handle, self.backend, on_destroy=self._forget, owner=self))

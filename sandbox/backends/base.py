@@ -78,6 +78,15 @@ class SandboxHandle:
         return {"id": self.id, "name": self.name, "backend": self.backend,
                 "instance": self.instance, "generation": self.generation, "slot": self.slot}
 
+    @property
+    def key(self) -> tuple[str, int]:
+        """What tells one sandbox from another: its container and slot (not its generation)."""
+        return self.id, self.slot
+
+    def names_same_sandbox(self, data: object) -> bool:
+        """Whether a stored handle (a dict) names this handle's sandbox."""
+        return isinstance(data, dict) and (data.get("id"), data.get("slot", 0)) == self.key
+
     @classmethod
     def from_dict(cls, data: object) -> SandboxHandle:
         """Raises ``InvalidHandle`` unless every field has the shape this service gives it."""
@@ -163,10 +172,11 @@ class SandboxBackend(ABC):
         configured one (an environment's requirements'); a backend without images refuses it
         (``SandboxUnavailable``)."""
 
-    async def create_runtimes(self, labels: dict[str, str], image: str | None = None
-                              ) -> list[SandboxHandle]:
-        """Started runtime sandboxes, as many as one creation makes: a backend whose containers
-        serve several sessions at once gives one handle per slot; the default, one."""
+    async def create_runtimes(self, labels: dict[str, str], image: str | None = None,
+                              count: int = 1) -> list[SandboxHandle]:
+        """Started runtime sandboxes from one creation: a backend whose containers serve several
+        sessions at once gives a handle per slot, ``count`` of them (at most
+        ``slots_per_creation``); the default, one."""
         return [await self.create(labels, RUNTIME, image)]
 
     async def verify(self, handle: SandboxHandle) -> bool:

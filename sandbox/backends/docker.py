@@ -183,10 +183,11 @@ class DockerBackend(SandboxBackend):
                      image: str | None = None) -> SandboxHandle:
         return await self._create_container(labels, role, image, 1)
 
-    async def create_runtimes(self, labels: dict[str, str], image: str | None = None
-                              ) -> list[SandboxHandle]:
-        first = await self._create_container(labels, RUNTIME, image, self.config.sandbox_slots)
-        return [dataclasses.replace(first, slot=slot) for slot in range(self.config.sandbox_slots)]
+    async def create_runtimes(self, labels: dict[str, str], image: str | None = None,
+                              count: int = 1) -> list[SandboxHandle]:
+        slots = max(1, min(count, self.config.sandbox_slots))
+        first = await self._create_container(labels, RUNTIME, image, slots)
+        return [dataclasses.replace(first, slot=slot) for slot in range(slots)]
 
     async def _create_container(self, labels: dict[str, str], role: str, image: str | None,
                                 slots: int) -> SandboxHandle:

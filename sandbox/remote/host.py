@@ -70,7 +70,7 @@ class SandboxHost:
         self.limits = limits
         self._handshaking = 0
         self._tls: ssl.SSLContext | None = None
-        self._leased: dict[str, Sandbox] = {}
+        self._leased: dict[tuple[str, int], Sandbox] = {}  # by handle key
         self._server: asyncio.Server | None = None
         self._beating: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
@@ -195,7 +195,7 @@ class SandboxHost:
             sandbox = Sandbox(await self.backend.create(labels, CHECKER), self.backend)
         else:
             raise BadHostRequest(f"unknown role {role!r}")
-        self._leased[sandbox.id] = sandbox
+        self._leased[sandbox.handle.key] = sandbox
         return sandbox.handle.to_dict()
 
     def _leased_sandbox(self, data: object) -> Sandbox | None:
@@ -204,7 +204,7 @@ class SandboxHost:
             handle = SandboxHandle.from_dict(data)
         except ValueError:
             return None
-        sandbox = self._leased.get(handle.id)
+        sandbox = self._leased.get(handle.key)
         if sandbox is None or sandbox.destroyed or sandbox.handle != handle:
             return None
         return sandbox
@@ -225,7 +225,7 @@ class SandboxHost:
         killed."""
         if sandbox is None:
             return
-        self._leased.pop(sandbox.id, None)
+        self._leased.pop(sandbox.handle.key, None)
         if sandbox.pooled:
             self.pool.reclaim(sandbox)
         else:

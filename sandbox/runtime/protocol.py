@@ -34,8 +34,10 @@ verdict): the checker (``checker.py``, its own sandbox) serves ``ping`` and ``ch
 ``[{"passed": bool, "error": str | null, "exhausted": "time" | "memory" | null}]``
 (``exhausted``: the check ran out of its CPU time or memory, so it has no verdict), or
 ``Starved`` when the machine gave the checks too little CPU to judge them. The keeper
-(``keeper.py``) serves ``ping`` and ``recycle`` ``generation`` (-> ``{"pid", "runtime_pid",
-"generation"}``, or ``Stale`` when that generation was recycled already) on the control socket.
+(``keeper.py``) serves, on the control socket, ``ping`` (-> ``{"pid", "slots", "live"}``) and, for
+one ``slot`` (default 0), ``status``, ``recycle`` ``generation`` and ``retire`` ``generation``
+(-> ``{"pid", "runtime_pid", "generation", "ended", "live"}``, or ``Stale`` when that generation
+was recycled already or the slot was retired).
 
 ``executed`` is the number of tool calls the caller believes ran since the last load or reset;
 when given and different, the operation is refused with ``Diverged`` and nothing runs.
@@ -57,7 +59,7 @@ Error types (``error.type``), all stable:
 - ``ResultTooLarge``: the encoded result exceeds ``max_result_bytes`` (or a reply the frame limit)
 - ``Starved``: the checks could not be judged for lack of CPU (retry later)
 - ``NoSecret``: ``hello`` to a server started without a secret
-- ``Stale``: a recycle asked for with a generation the container has left behind
+- ``Stale``: a recycle or retire asked for with a generation the slot has left behind
 - ``RuntimeError``: a fault of the runtime itself
 """
 

@@ -76,7 +76,7 @@ class SessionSandboxes:
         handle = record.sandbox
         held = self.held.get(record.id)
         if held is not None:
-            same = isinstance(handle, dict) and held.id == handle.get("id")
+            same = held.handle.names_same_sandbox(handle)
             if same and not held.destroyed:
                 return held
             self.held.pop(record.id, None)
@@ -187,7 +187,7 @@ class SessionSandboxes:
         backend can, killed otherwise."""
         held = self.held.pop(record.id, None)
         handle = record.sandbox
-        current = held is not None and isinstance(handle, dict) and held.id == handle.get("id")
+        current = held is not None and held.handle.names_same_sandbox(handle)
         if held is not None and not held.destroyed:
             if current:
                 await self.claims.release_quietly(held, record.env)

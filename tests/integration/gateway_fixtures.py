@@ -8,6 +8,7 @@ process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -306,14 +307,14 @@ def sandbox_handle(redis_client: redis_sync.Redis, session_id: str) -> dict[str,
     return json.loads(raw)
 
 
-def sandbox_alive(handle: dict[str, str], socket_root: Path) -> bool:
+def sandbox_alive(handle: dict[str, Any], socket_root: Path) -> bool:
+    """Whether the handle's runtime lives: its process, or its container slot's processes."""
     if handle["backend"] == "docker":
-        import docker
-        from docker.errors import NotFound
+        from docker.errors import APIError
 
         try:
-            return bool(docker.from_env().containers.get(handle["id"]).attrs["State"]["Running"])
-        except NotFound:
+            return bool(slot_processes(handle))
+        except APIError:  # the container is gone, or stopped
             return False
     pid_file = socket_root / handle["instance"] / handle["id"] / "runtime.pid"
     try:
@@ -331,7 +332,6 @@ def sandbox_alive(handle: dict[str, str], socket_root: Path) -> bool:
 def sandbox_released(handle: dict[str, str], socket_root: Path, wait: float = 5.0) -> bool:
     """Whether the session's sandbox no longer holds anything of it: gone, or (Docker) recycled
     in the background into a fresh runtime with nothing loaded."""
-    from sandbox.backends.base import SOCKET_NAME
     from sandbox.runtime import protocol
 
     deadline = time.monotonic() + scaled(wait)
@@ -341,7 +341,8 @@ def sandbox_released(handle: dict[str, str], socket_root: Path, wait: float = 5.
         try:
             with socket.socket(socket.AF_UNIX) as sock:
                 sock.settimeout(1.0)
-                sock.connect(str(socket_root / handle["instance"] / handle["name"] / SOCKET_NAME))
+                sock.connect(str(socket_root / handle["instance"] / handle["name"]
+                                 / protocol.runtime_socket_name(handle.get("slot", 0))))
                 protocol.send_message(sock, {"op": "ping"})
                 reply = protocol.recv_message(sock)
             if reply and reply["ok"] and reply["result"]["loaded"] is False:
@@ -353,12 +354,14 @@ def sandbox_released(handle: dict[str, str], socket_root: Path, wait: float = 5.
         time.sleep(0.05)
 
 
-def kill_sandbox(handle: dict[str, str], socket_root: Path) -> None:
-    """Kill a session's sandbox from outside, as a crash or an operator would (no clean-up)."""
+def kill_sandbox(handle: dict[str, Any], socket_root: Path) -> None:
+    """Kill a session's sandbox from outside, as a crash or an operator would (no clean-up): its
+    process (the process backend), or every process of its slot's user (a container's slot: the
+    container and its other slots live on)."""
     if handle["backend"] == "docker":
-        import docker
-
-        docker.from_env().containers.get(handle["id"]).kill()
+        for pid in slot_processes(handle):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         return
     pid = int((socket_root / handle["instance"] / handle["id"] / "runtime.pid").read_text())
     os.kill(pid, signal.SIGKILL)
@@ -372,6 +375,23 @@ def kill_sandbox(handle: dict[str, str], socket_root: Path) -> None:
             return
         time.sleep(0.01)
     raise AssertionError(f"sandbox process {pid} survived SIGKILL")
+
+
+def sandbox_key(handle: dict[str, Any]) -> tuple[str, int]:
+    """What tells one sandbox from another: its container and its slot in it."""
+    return handle["id"], handle.get("slot", 0)
+
+
+def slot_processes(handle: dict[str, Any]) -> list[int]:
+    """The host's ids of the processes of a container slot's user (``--uid-base`` plus the slot,
+    from the keeper's command line)."""
+    import docker
+
+    container = docker.from_env().containers.get(handle["id"])
+    command = container.attrs["Config"]["Cmd"]
+    uid = int(command[command.index("--uid-base") + 1]) + handle.get("slot", 0)
+    listed = container.top(ps_args="-eo pid,uid")
+    return [int(pid) for pid, user in listed["Processes"] if int(user) == uid]
 
 
 def free_port() -> int:

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import time
 from pathlib import Path
+from typing import Any
 
 from server.store import calls_key, live_key, session_key
 from tests.deadlines import scaled
@@ -309,22 +310,29 @@ async def test_capacity_exhausted_429_with_retry_after_then_free_again(make_sett
 
 async def test_an_engine_busy_past_the_start_timeout_503_with_retry_after(
         make_settings, monkeypatch) -> None:
-    """Opens wait their turn at the engine, but not for ever: one that gets no creation slot
-    within the start timeout is refused, clearly, and may retry."""
+    """Opens wait for a creation, but not for ever: one that gets no sandbox within twice the
+    start timeout (the engine's only creation hangs) is refused, clearly, and may retry."""
     settings = make_settings(sandbox_create_concurrency=1, pool_size=0)
     async with running_gateway(settings) as (app, client):
         pool = app.state.pool
         monkeypatch.setattr(pool, "config", dataclasses.replace(pool.config, start_timeout=0.2))
-        await pool._creating.acquire()  # the engine's only slot, held by a creation that hangs
+        engine_answers = asyncio.Event()
+        create_runtimes = pool.backend.create_runtimes
+
+        async def hanging(*args: Any, **kwargs: Any) -> Any:
+            await engine_answers.wait()
+            return await create_runtimes(*args, **kwargs)
+
+        monkeypatch.setattr(pool.backend, "create_runtimes", hanging)
         try:
             response = await client.post("/v1/sessions",
                                          json={"env": COUNTER, "scenario": "counter-1"})
         finally:
-            pool._creating.release()
+            engine_answers.set()
         error = assert_error(response, 503, "CapacityExhausted")
         assert "busy creating sandboxes" in error["message"]
         assert int(response.headers["Retry-After"]) >= 1
-        await new_session(client, scenario="counter-1")  # the slot free again: served
+        await new_session(client, scenario="counter-1")  # the creation ended: served
 
 
 async def test_backend_that_cannot_create_sandboxes_503(make_settings, tmp_path) -> None:
