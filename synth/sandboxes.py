@@ -56,7 +56,9 @@ class Limits:
 class SandboxHub:
     def __init__(self, config: SandboxConfig, limits: Limits, *, limit: int = 4,
                  instance: str | None = None) -> None:
-        self.config = replace(config, pool_size=min(config.pool_size, limit))
+        # A container per job: synthesis runs code no gate has passed yet, each job's removed
+        # with it (slots are for serving many sessions of gated environments at once).
+        self.config = replace(config, pool_size=min(config.pool_size, limit), sandbox_slots=1)
         self.limits = limits
         self.instance = instance or f"synth-{secrets.token_hex(4)}"
         self._limit = asyncio.Semaphore(limit)

@@ -387,7 +387,8 @@ class DockerBackend(SandboxBackend):
         return status["generation"] == handle.generation and status["runtime_pid"] != 0
 
     async def diagnose(self, handle: SandboxHandle) -> str:
-        """Why the runtime died. The container (docker-init as PID 1) stops a moment after it."""
+        """Why the slot's runtime died, as its keeper saw it; else why the container stopped
+        (docker-init as PID 1 stops it a moment after the keeper)."""
         try:
             owned = await self._owned(handle)
         except SandboxUnavailable:
@@ -396,6 +397,9 @@ class DockerBackend(SandboxBackend):
             return "container is gone"
         if not owned:
             return "not a sandbox of this service"
+        ended = await self._slot_ended(handle)
+        if ended is not None:
+            return ended
 
         def settled_state() -> dict[str, Any] | None:
             try:
@@ -421,14 +425,15 @@ class DockerBackend(SandboxBackend):
             return f"killed: out of memory (limit {self._memory_limit(handle)})"
         if not state.get("Running"):
             return f"container exited with status {state.get('ExitCode')}"
-        return await self._slot_ended(handle)
+        return ""
 
-    async def _slot_ended(self, handle: SandboxHandle) -> str:
-        """Why the slot's runtime ended, as its keeper saw it."""
+    async def _slot_ended(self, handle: SandboxHandle) -> str | None:
+        """Why the slot's runtime ended, as its keeper saw it ("" while it runs); None when the
+        keeper does not answer (the container is stopping, or gone)."""
         try:
-            ended = (await self._keeper(handle, "status"))["ended"]
+            ended: str = (await self._keeper(handle, "status"))["ended"]
         except SandboxError:
-            return ""
+            return None
         if ended.startswith("killed: out of memory"):
             return f"{ended} (limit {self._memory_limit(handle)})"
         return ended
@@ -508,7 +513,8 @@ class DockerBackend(SandboxBackend):
             raise SandboxUnavailable(str(exc)) from exc
         return {"backend": self.name, "isolation": self.isolation, "engine": info.get("Version"),
                 "image": self.config.sandbox_image,
-                "runtime": self.config.sandbox_runtime or "runc"}
+                "runtime": self.config.sandbox_runtime or "runc",
+                "slots": self.config.sandbox_slots}
 
     async def close(self) -> None:
         if self._reaper is not None:

@@ -377,14 +377,23 @@ def kill_sandbox(handle: dict[str, Any], socket_root: Path) -> None:
     raise AssertionError(f"sandbox process {pid} survived SIGKILL")
 
 
-def sandbox_key(handle: dict[str, Any]) -> tuple[str, int]:
-    """What tells one sandbox from another: its container and its slot in it."""
-    return handle["id"], handle.get("slot", 0)
+def runtime_of(handle: dict[str, Any]) -> tuple[str, int, int]:
+    """What tells one runtime from another: its container, its slot in it, and the slot's
+    generation (a recycled slot runs a fresh runtime)."""
+    return handle["id"], handle.get("slot", 0), handle.get("generation", 0)
 
 
 def slot_processes(handle: dict[str, Any]) -> list[int]:
     """The host's ids of the processes of a container slot's user (``--uid-base`` plus the slot,
-    from the keeper's command line)."""
+    from the keeper's command line): found in ``/proc`` by their cgroup, at once (a session's idle
+    TTL may be a second); through the engine where the host cannot see them (gVisor)."""
+    members = [pid for pid in _host_pids() if handle["id"] in _read(f"/proc/{pid}/cgroup")]
+    commands = {pid: _read(f"/proc/{pid}/cmdline").split("\0") for pid in members}
+    bases = [int(args[args.index("--uid-base") + 1]) for args in commands.values()
+             if "--uid-base" in args]
+    if bases:
+        uid = bases[0] + handle.get("slot", 0)
+        return [pid for pid in members if _uid(pid) == uid]
     import docker
 
     container = docker.from_env().containers.get(handle["id"])
@@ -392,6 +401,24 @@ def slot_processes(handle: dict[str, Any]) -> list[int]:
     uid = int(command[command.index("--uid-base") + 1]) + handle.get("slot", 0)
     listed = container.top(ps_args="-eo pid,uid")
     return [int(pid) for pid, user in listed["Processes"] if int(user) == uid]
+
+
+def _host_pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def _uid(pid: int) -> int | None:
+    for line in _read(f"/proc/{pid}/status").splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    return None
 
 
 def free_port() -> int:

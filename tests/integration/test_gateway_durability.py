@@ -24,7 +24,7 @@ from tests.integration.gateway_fixtures import (
     running_gateway,
     sandbox_alive,
     sandbox_handle,
-    sandbox_key,
+    runtime_of,
 )
 
 SCENARIO = load_env(REPO_ROOT / "generated_envs" / LIBRARY).scenario("library_loans-001")
@@ -150,7 +150,7 @@ async def test_killed_sandbox_is_rebuilt_by_replay_exactly(make_settings, redis_
         kill_sandbox(handle, Path(settings.socket_root))
 
         assert await state(client, victim) == before == await state(client, twin)
-        assert sandbox_key(sandbox_handle(redis_client, victim)) != sandbox_key(handle)
+        assert runtime_of(sandbox_handle(redis_client, victim)) != runtime_of(handle)
         for step in solution[4:] + [solution[0]]:
             answers = [await call(client, sid, step.name, step.arguments) for sid in (victim, twin)]
             assert answers[0]["result"] == answers[1]["result"], step
@@ -306,4 +306,4 @@ async def test_sandbox_that_ran_an_unrecorded_call_is_not_attached(make_settings
             assert await state(second, session_id) == recorded
             answer = await call(second, session_id, "increment", {"name": "a"})
             assert answer["result"]["data"] == {"name": "a", "before": 2, "value": 3}
-        assert sandbox_key(sandbox_handle(redis_client, session_id)) != sandbox_key(handle)
+        assert runtime_of(sandbox_handle(redis_client, session_id)) != runtime_of(handle)

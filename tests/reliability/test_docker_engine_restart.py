@@ -45,7 +45,8 @@ async def readiness(client: httpx.AsyncClient, status: int, within: float) -> ht
 
 @pytest.mark.engine_restart
 async def test_docker_engine_restart(make_settings, tmp_path) -> None:
-    settings = make_settings(pool_size=2, call_timeout=3.0, load_timeout=5.0)
+    # A container per session, so that what is left behind can be counted in containers.
+    settings = make_settings(pool_size=2, call_timeout=3.0, load_timeout=5.0, sandbox_slots=1)
     gateway = GatewayProcess(settings, TEST_LABELS, tmp_path / "gateway.log").start()
     restarted = False
     try:

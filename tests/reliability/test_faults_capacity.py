@@ -125,7 +125,8 @@ def own_socket_root() -> Iterator[Path]:
 
 async def test_unwritable_socket_root_then_writable_again(make_settings,
                                                           own_socket_root: Path) -> None:
-    settings = make_settings(socket_root=own_socket_root, pool_size=1)
+    # a container per session: the warm one is used up by the second open
+    settings = make_settings(socket_root=own_socket_root, pool_size=1, sandbox_slots=1)
     async with running_gateway(settings) as (_, client):
         survivor = await new_session(client, scenario="counter-1")
         await pool_ready(client, 1)
@@ -163,7 +164,8 @@ async def test_a_session_in_use_is_not_expired_while_its_sandbox_cannot_be_rebui
     flaky = f"envscaler-flaky:{RUN_ID}"
     engine = docker.from_env()
     engine.images.get(sandbox_image).tag(flaky)
-    settings = make_settings(sandbox_image=flaky, pool_size=0, session_ttl=1.0, record_ttl=2.0)
+    settings = make_settings(sandbox_image=flaky, pool_size=0, session_ttl=1.0, record_ttl=2.0,
+                             sandbox_slots=1)  # a container per session: no spare slot in it
     try:
         async with running_gateway(settings) as (_, client):
             session_id = await new_session(client, scenario="counter-1")

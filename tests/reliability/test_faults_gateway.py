@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.conftest import TEST_LABELS
 from tests.deadlines import scaled
-from tests.integration.gateway_fixtures import GatewayProcess, sandbox_key
+from tests.integration.gateway_fixtures import GatewayProcess, runtime_of
 from tests.reliability.helpers import (
     Retrier,
     audit_counter,
@@ -148,7 +148,7 @@ async def test_a_held_sandbox_that_another_gateway_ran_an_unrecorded_call_on_is_
         assert (await state(second, session_id))["counters"]["a"] == 4
         trajectory = await entries(second, session_id)
         assert audit_counter(trajectory, "a", start=1) == 4
-        assert sandbox_key(sandbox_handle(redis_client, session_id)) != sandbox_key(handle)
+        assert runtime_of(sandbox_handle(redis_client, session_id)) != runtime_of(handle)
         # and reads refuse the diverged state too
         other = await new_session(first, scenario="counter-1")
         await call(second, other, "increment", {"name": "a"})

@@ -17,7 +17,7 @@ from tests.integration.gateway_fixtures import (
     kill_sandbox,
     running_gateway,
     sandbox_handle,
-    sandbox_key,
+    runtime_of,
 )
 from tests.reliability.helpers import (
     Retrier,
@@ -47,7 +47,7 @@ async def test_container_killed_mid_call_runs_the_call_once_on_a_rebuilt_sandbox
         answer = await napping
         assert answer.status_code == 200, answer.text
         assert answer.json()["ok"] is True and answer.json()["index"] == 2
-        assert sandbox_key(sandbox_handle(redis_client, session_id)) != sandbox_key(handle)
+        assert runtime_of(sandbox_handle(redis_client, session_id)) != runtime_of(handle)
 
         again = await call(client, session_id, "nap", {"seconds": 1.0}, call_id="c2")
         assert again["duplicate"] is True and again["index"] == 2
