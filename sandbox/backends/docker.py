@@ -177,7 +177,7 @@ class DockerBackend(SandboxBackend):
         return {"image": image or cfg.sandbox_image, "name": f"envscaler-{self.instance}-{name}",
                 "labels": all_labels,
                 "host_config": host_config, "user": "0:0", "network_disabled": True,
-                "command": _command(role, slots, cfg.sandbox_pids)}
+                "command": _command(role, slots, cfg.sandbox_pids, parse_size(cfg.sandbox_memory))}
 
     async def create(self, labels: dict[str, str], role: str = RUNTIME,
                      image: str | None = None) -> SandboxHandle:
@@ -569,15 +569,16 @@ def _answers(socket_path: Path) -> bool:
     return True
 
 
-def _command(role: str, slots: int, processes: int) -> list[str]:
-    """``slots`` runtimes under their keeper (so they can be recycled), or a checker."""
+def _command(role: str, slots: int, processes: int, memory: int) -> list[str]:
+    """``slots`` runtimes under their keeper (so they can be recycled), each with at most
+    ``processes`` processes and ``memory`` bytes, or a checker."""
     command = ["python3", "-s", "-m", "sandbox.runtime", "--role", role,
                "--socket", f"{SOCKET_IN_CONTAINER}/{SOCKET_NAME}",
                "--secret-file", f"{SOCKET_IN_CONTAINER}/{SECRET_NAME}"]
     if role == RUNTIME:
         command += ["--control", f"{SOCKET_IN_CONTAINER}/{CONTROL_NAME}", "--slots", str(slots),
                     "--uid-base", str(SLOT_UIDS[secrets.randbelow(len(SLOT_UIDS))]),
-                    "--processes", str(processes)]
+                    "--processes", str(processes), "--memory", str(memory)]
     return command
 
 

@@ -1,10 +1,11 @@
 """``python3 -m sandbox.runtime --socket PATH [--control PATH [--slots N --uid-base UID
---processes N]] [--role runtime|checker] [--secret-file PATH | --secret-fd N] [--listening-fd N]``.
+--processes N --memory BYTES]] [--role runtime|checker] [--secret-file PATH | --secret-fd N] [--listening-fd N]``.
 
 - role ``runtime`` (default): serve one environment on ``--socket``. With ``--control`` (in a
   container), under a keeper that can restart the runtime in place (``keeper.py``), and serves
   ``--slots`` sessions at once: slot ``i`` on ``protocol.runtime_socket_name(i)`` beside
-  ``--socket``, as the user ``--uid-base`` + ``i``, with at most ``--processes`` processes.
+  ``--socket``, as the user ``--uid-base`` + ``i``, with at most ``--processes`` processes,
+  its runtime killed past ``--memory`` bytes.
 - role ``checker``: run check functions on states sent to ``--socket`` (``checker.py``); it never
   loads an environment.
 
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--uid-base", type=int, default=contain.UNTRUSTED_UID,
                         help="the user of slot 0; slot i runs as this plus i (keeper)")
     parser.add_argument("--processes", type=int, help="processes per slot (keeper)")
+    parser.add_argument("--memory", type=int, help="bytes a slot's runtime may hold (keeper)")
     args = parser.parse_args(argv)
     seccomp.deny_io_uring()
     secret_bytes = _secret(args.secret_file, args.secret_fd)
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
             args.socket.with_name(protocol.runtime_socket_name(slot)))
             for slot in range(1, args.slots))]
         Keeper(sockets, contain.bind_listening(args.control), secret_bytes, args.uid_base,
-               args.processes).run()
+               args.processes, args.memory).run()
     else:
         serve_runtime(listening, secret_bytes)
 

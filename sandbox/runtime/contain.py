@@ -216,6 +216,14 @@ def address_space_bytes() -> int:
     return int(Path("/proc/self/statm").read_text().split()[0]) * _PAGE_SIZE
 
 
+def resident_bytes(pid: int) -> int:
+    """How much memory ``pid`` holds (its resident set); 0 once it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE_SIZE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def bind_listening(path: Path) -> socket.socket:
     """A listening Unix socket at ``path``, mode 0o777 (the gateway connects as another user).
     Created so under umask 0 rather than chmod-ed after: gVisor refuses chmod on a host socket."""

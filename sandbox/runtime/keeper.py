@@ -40,6 +40,7 @@ from sandbox.runtime.server import RuntimeServer
 
 SCRATCH = Path("/tmp")
 CONTROL_TIMEOUT = 1.0  # a control connection idle this long is dropped (the keeper is serial)
+WATCH_INTERVAL = 0.1  # seconds between looks at the runtimes' memory
 _SLOT = Field((int,), False)  # 0 when absent: a container of one slot
 FIELDS: dict[str, dict[str, Field]] = {
     "ping": {},
@@ -66,18 +67,23 @@ class Slot:
     generation: int = 0
     ended: str = ""  # why its last runtime ended, if it did on its own
     retired: bool = False
+    over_memory: bool = False  # its runtime was killed for holding more than its share
 
 
 class Keeper:
     def __init__(self, sockets: list[socket.socket], control: socket.socket,
                  secret: bytes | None, uid_base: int = contain.UNTRUSTED_UID,
-                 processes: int | None = None) -> None:
+                 processes: int | None = None, memory: int | None = None) -> None:
+        """``memory``: the bytes a slot's runtime may hold; one holding more is killed, as the
+        kernel would kill a container of one session at its limit (the container's own limit,
+        all slots' together, stays the backstop)."""
         self.slots = [Slot(index, contain.slot_uid(uid_base, index), listening)
                       for index, listening in enumerate(sockets)]
         self.uids = range(contain.slot_uid(uid_base, 0), contain.slot_uid(uid_base, len(sockets)))
         self.control = control
         self.secret = secret
         self.processes = processes
+        self.memory = memory
         self._answer = protocol.with_hello(secret, self.dispatch)
         self._wake_read, self._wake_write = os.pipe()
         self._selector = selectors.DefaultSelector()
@@ -93,7 +99,9 @@ class Keeper:
         self._selector.register(self.control, selectors.EVENT_READ)
         self._selector.register(self._wake_read, selectors.EVENT_READ)
         while True:
-            for key, _ in self._selector.select():
+            events = self._selector.select(WATCH_INTERVAL if self.memory else None)
+            self._watch_memory()
+            for key, _ in events:
                 if key.fileobj is self.control:
                     self._serve_one()
                 elif isinstance(key.data, Slot):
@@ -197,6 +205,17 @@ class Keeper:
         if slot.listening.fileno() in self._selector.get_map():
             self._selector.unregister(slot.listening)
 
+    def _watch_memory(self) -> None:
+        """Kill each slot's runtime that holds more than its share of memory (its siblings would
+        pay for it otherwise); it is reaped, and reported, like any runtime that died."""
+        if not self.memory:
+            return
+        for slot in self.slots:
+            if slot.pid and contain.resident_bytes(slot.pid) > self.memory:
+                slot.over_memory = True
+                contain.kill_user(slot.uid)
+        self._reap_runtimes()
+
     def _drain_wakeups(self) -> None:
         try:
             while os.read(self._wake_read, 512):
@@ -217,15 +236,17 @@ class Keeper:
             slot = next((slot for slot in self.slots if slot.pid == pid), None)
             if slot is not None:
                 slot.pid = 0
-                slot.ended = self._why(status)
+                slot.ended = self._why(status, slot.over_memory)
+                slot.over_memory = False
                 self._refuse(slot)
 
-    def _why(self, status: int) -> str:
+    def _why(self, status: int, over_memory: bool) -> str:
         kills, self._oom_kills = self._oom_kills, contain.oom_kills()
         if os.WIFSIGNALED(status):
             signum = os.WTERMSIG(status)
-            if signum == signal.SIGKILL and kills is not None and self._oom_kills is not None \
-                    and self._oom_kills > kills:
+            oom_killed = kills is not None and self._oom_kills is not None \
+                and self._oom_kills > kills
+            if signum == signal.SIGKILL and (over_memory or oom_killed):
                 return "killed: out of memory"
             return f"runtime killed by signal {signum} ({signal.Signals(signum).name})"
         return f"runtime exited with status {os.WEXITSTATUS(status)}"
