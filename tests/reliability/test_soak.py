@@ -1,5 +1,6 @@
 """A bounded soak: many sessions and calls through a real gateway while faults are injected at
-random — session containers killed, and the gateway itself killed with SIGKILL and restarted.
+random — sessions' sandboxes killed (a slot's processes, its container's other sessions going
+on), and the gateway itself killed with SIGKILL and restarted.
 
 Clients behave as the Python client does: every call carries a call_id and is retried (same id)
 after a dropped connection or a 429/5xx, honouring Retry-After. At the end:
@@ -7,8 +8,9 @@ after a dropped connection or a 429/5xx, honouring Retry-After. At the end:
 - every trajectory is complete and consistent: indexes contiguous from 0, every acknowledged call
   present exactly once and in order, no call recorded twice, and each counter saw every increment
   exactly once (checked when its session ends, from the trajectory the gateway serves);
-- nothing leaks: no container of either gateway instance is left but the warm pool, and once the
-  record TTL has passed no Redis key is left at all;
+- nothing leaks: no container of either gateway instance is left but the warm pool's (each
+  holding a warm slot at least, none claimed), and once the record TTL has passed no Redis key is
+  left at all;
 - memory is flat: the gateway's RSS at the end of the load is compared with its RSS after a
   warm-up period following the restart (both with the same load in flight). The bound, 8 MiB
   (a tenth of the ~80 MiB baseline), is well above the allocator's noise (under 1 MiB measured)
@@ -39,10 +41,10 @@ import redis as redis_sync
 
 from server.embedded_redis import EmbeddedRedis
 from server.settings import Settings
-from server.store import LIVE_KEYS
+from server.store import LIVE_KEYS, session_key
 from tests.conftest import TEST_LABELS
 from tests.deadlines import scaled
-from tests.integration.gateway_fixtures import LIBRARY, GatewayProcess
+from tests.integration.gateway_fixtures import LIBRARY, GatewayProcess, kill_sandbox
 from tests.reliability.helpers import (
     RETRYABLE,
     Retrier,
@@ -152,9 +154,16 @@ async def episode(client: httpx.AsyncClient, retrier: Retrier, rng: random.Rando
         figures.deleted += 1
 
 
-def claimed_containers(instance: str) -> list[Any]:
-    return [c for c in containers_of(instance, running=True)
-            if c.name != f"envscaler-{instance}-{c.labels['envscaler.sandbox']}"]
+def claimed_sandboxes(direct: redis_sync.Redis) -> list[dict[str, Any]]:
+    """The handles of the live sessions' sandboxes."""
+    sessions = [sid for key in LIVE_KEYS for sid in direct.zrange(key, 0, -1)]
+    records = [direct.hget(session_key(sid), "sandbox") for sid in sessions]
+    return [json.loads(raw) for raw in records if raw]
+
+
+def runtimes(instance: str, running: bool = True) -> list[Any]:
+    return [c for c in containers_of(instance, running=running)
+            if c.labels.get("envscaler.role") == "runtime"]
 
 
 async def test_soak(redis_url: str, sandbox_image: str, socket_root: Path,
@@ -209,11 +218,11 @@ async def test_soak(redis_url: str, sandbox_image: str, socket_root: Path,
                     if restarted and not baseline_taken and now >= baseline_at:
                         sample("baseline (warmed up after the restart)")
                         baseline_taken = True
-                    victims = await asyncio.to_thread(claimed_containers, gateway.instances[-1])
+                    victims = await asyncio.to_thread(claimed_sandboxes, direct)
                     if victims:
                         victim = rng.choice(victims)
                         try:
-                            await asyncio.to_thread(victim.kill)
+                            await asyncio.to_thread(kill_sandbox, victim, socket_root)
                             figures.sandbox_kills += 1
                         except Exception:  # noqa: BLE001, S110 - it went away by itself meanwhile
                             pass
@@ -230,18 +239,19 @@ async def test_soak(redis_url: str, sandbox_image: str, socket_root: Path,
             assert "envscaler_replay_mismatches_total 0.0" in metrics
 
             # Leaks. Abandoned sessions expire after the session TTL; the dead instance's
-            # containers are reaped once its heartbeat is stale; then only the pool (renamed back
-            # when recycled) and the checkers are left.
+            # containers are reaped once its heartbeat is stale; then only the pool's containers
+            # (each with a warm slot at least: one goes with its last slot) and the checkers.
             dead, live = gateway.instances[0], gateway.instances[-1]
             deadline = time.monotonic() + scaled(60)
             while True:
-                ready = (await client.get("/readyz")).json()["pool"]["ready"]
+                pool = (await client.get("/readyz")).json()["pool"]
                 left = {"dead instance": len(containers_of(dead)),
-                        "claimed": len(claimed_containers(live)),
+                        "claimed slots": pool["live"] - pool["ready"],
                         "stopped": len(containers_of(live, running=False)),
                         "live sessions": sum(direct.zcard(key) for key in LIVE_KEYS)}
-                pool_and_checkers = ready + settings.checkers
-                if not any(left.values()) and len(containers_of(live)) == pool_and_checkers:
+                checkers = len(containers_of(live)) - len(runtimes(live))
+                if not any(left.values()) and checkers == settings.checkers \
+                        and len(runtimes(live)) <= pool["ready"]:
                     break
                 assert time.monotonic() < deadline, f"left behind: {left}"
                 await asyncio.sleep(1)
