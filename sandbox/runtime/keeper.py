@@ -127,11 +127,15 @@ class Keeper:
         return pid
 
     def _serve_one(self) -> None:
+        """Answer one control connection: the gateway's, never a slot's (a slot's code would
+        recycle or retire its siblings)."""
         try:
             connection, _ = self.control.accept()
         except OSError:
             return
         with connection:
+            if protocol.peer_uid(connection) in self.uids:
+                return
             connection.settimeout(CONTROL_TIMEOUT)
             protocol.serve_connection(connection, self._answer)
 

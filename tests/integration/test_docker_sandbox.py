@@ -111,6 +111,24 @@ class Probe:
                 sock.close()
         return {"success": True, "data": answered}
 
+    def retire_siblings(self) -> dict:
+        """Ask the keeper to retire every slot: what does it answer?"""
+        import json, struct
+        answers = []
+        for slot in range(16):
+            sock = socket.socket(socket.AF_UNIX)
+            sock.settimeout(2)
+            try:
+                sock.connect("/run/envscaler/control.sock")
+                body = json.dumps({"op": "retire", "slot": slot, "generation": 0}).encode()
+                sock.sendall(struct.pack(">I", len(body)) + body)
+                answers.append(len(sock.recv(4)) == 4)
+            except OSError as exc:
+                answers.append(repr(exc))
+            finally:
+                sock.close()
+        return {"success": True, "data": answers}
+
     def kill_everything(self) -> dict:
         try:
             os.kill(-1, 9)  # every process this user may signal, but itself
@@ -123,7 +141,7 @@ class Probe:
         return {"success": True}
 '''
 TOOLS = ["record", "identity", "interfaces", "route_out", "write", "fork_bomb", "memory_bomb", "spin",
-         "reach_runtimes", "kill_everything"]
+         "reach_runtimes", "retire_siblings", "kill_everything"]
 
 
 @pytest.fixture(params=[None, "runsc"], ids=["runc", "gvisor"])
@@ -236,6 +254,10 @@ async def test_a_slot_reaches_no_sibling(pool: SandboxPool) -> None:
     # Under gVisor no socket of the host answers from inside; under runc its own does, which
     # shows the probe reaches what it may.
     assert answering == ({own} if pool.config.sandbox_runtime is None else set()), reached
+    # nor its keeper: none of its siblings is recycled or retired on its word
+    answers = (await sandbox.call("retire_siblings", {}, timeout=scaled(10)))["data"]
+    assert True not in answers, answers
+    assert (await sibling.call("record", {"label": "kept"}, timeout=scaled(5)))["success"] is True
     with pytest.raises(SandboxGone, match="killed by signal 9"):
         await sandbox.call("kill_everything", {}, timeout=scaled(10))
     assert (await sibling.call("record", {"label": "unharmed"},
