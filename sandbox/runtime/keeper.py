@@ -43,7 +43,7 @@ from sandbox.runtime.server import RuntimeServer
 
 SCRATCH = Path("/tmp")
 CONTROL_TIMEOUT = 1.0  # a control connection idle this long is dropped (the keeper is serial)
-WATCH_INTERVAL = 0.1  # seconds between looks at the runtimes' memory
+WATCH_INTERVAL = 0.25  # seconds between looks at the runtimes' memory
 _SLOT = Field((int,), False)  # 0 when absent: a container of one slot
 FIELDS: dict[str, dict[str, Field]] = {
     "ping": {},
