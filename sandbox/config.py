@@ -118,4 +118,7 @@ class SandboxConfig:
     docker_timeout: float = 15.0  # seconds for a Docker engine request, and for a free thread
     docker_threads: int = 16  # threads of the Docker backend's own for engine calls
     labels: dict[str, str] = field(default_factory=dict)
+    # Environment sources each runtime container compiles once at its start (the catalogue's):
+    # a load of one of them skips compiling it.
+    sources: tuple[str, ...] = ()
     cluster: ClusterConfig | None = None  # the ``remote`` backend's hosts

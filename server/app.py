@@ -13,6 +13,7 @@ Log lines are key=value (``session=... env=... tool=... ms=...``) under loggers 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -110,7 +111,9 @@ def create_app(
             await redis.ping()
             catalogue = await asyncio.to_thread(ServedCatalogue, settings.catalogue)
             image = await sandbox_image(settings)
-            sandbox_config = settings.sandbox_config(image=image, labels=sandbox_labels)
+            sandbox_config = dataclasses.replace(
+                settings.sandbox_config(image=image, labels=sandbox_labels),
+                sources=tuple(env.package.source for env in catalogue.envs.values()))
             backend = make_backend(sandbox_config, settings.instance)
             pools = ImagePools(backend, sandbox_config)
             await pools.ensure(requirement_sets(env.manifest for env in catalogue.envs.values()))

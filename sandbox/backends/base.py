@@ -16,6 +16,7 @@ from sandbox.runtime.protocol import runtime_socket_name
 SOCKET_NAME = runtime_socket_name(0)
 CONTROL_NAME = "control.sock"  # the keeper's, beside the runtime's (containers only)
 SECRET_NAME = "secret"  # the sandbox's secret, until its keeper or checker has read it
+SOURCES_NAME = "sources"  # environment sources for the keeper to compile, until it has read them
 RUNTIME, CHECKER = "runtime", "checker"  # what a sandbox runs (``python3 -m sandbox.runtime``)
 SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
 MAX_SLOTS = 256  # runtimes of one container (``ENVSCALER_SANDBOX_SLOTS``)
@@ -43,13 +44,14 @@ def make_socket_dir(directory: Path, mode: int) -> Path:
     return socket_path
 
 
-def write_secret(path: Path, secret: bytes) -> None:
-    """The sandbox's secret for its keeper or checker, which removes the file once read (before
-    any untrusted code runs). Readable by all: the container's root may be another user than
-    the gateway's, and no one else can reach the directory (``socketroot``)."""
+def write_for_keeper(path: Path, data: bytes) -> None:
+    """A file for the sandbox's keeper or checker (its secret, the sources to compile), which
+    removes it once read, before any untrusted code runs. Readable by all: the container's root
+    may be another user than the gateway's, and no one else can reach the directory
+    (``socketroot``)."""
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
     try:
-        os.write(descriptor, secret)
+        os.write(descriptor, data)
     finally:
         os.close(descriptor)
 

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 import dataclasses
+import json
 import re
 import secrets
 import shutil
@@ -43,10 +44,11 @@ from sandbox.backends.base import (
     RUNTIME,
     SECRET_NAME,
     SOCKET_NAME,
+    SOURCES_NAME,
     SandboxBackend,
     SandboxHandle,
     make_socket_dir,
-    write_secret,
+    write_for_keeper,
 )
 from sandbox.client import RuntimeClient, RuntimeFault, wait_for_runtime
 from sandbox.config import SandboxConfig, parse_size
@@ -94,6 +96,7 @@ class DockerBackend(SandboxBackend):
         self.config = config
         self.isolation = "gvisor" if config.sandbox_runtime == "runsc" else "container"
         self.slots_per_creation = config.sandbox_slots
+        self._sources_text = json.dumps(list(config.sources)).encode()
         self.heartbeat = Heartbeat(config.socket_root, instance, config.heartbeat_interval)
         self._client: docker.DockerClient | None = None
         self._reaper: asyncio.Task[None] | None = None
@@ -199,7 +202,9 @@ class DockerBackend(SandboxBackend):
         # which is another user than a gateway that does not run as root.
         socket_path = make_socket_dir(directory, 0o777)
         # Read and removed by the keeper (or checker) before any untrusted code runs in it.
-        write_secret(directory / SECRET_NAME, secret)
+        write_for_keeper(directory / SECRET_NAME, secret)
+        if role == RUNTIME and self.config.sources:
+            write_for_keeper(directory / SOURCES_NAME, self._sources_text)
         # A worker thread cannot be cancelled: shielding it lets a cancelled create still learn
         # the id of the container the thread goes on to start, and remove it.
         starting = asyncio.ensure_future(
@@ -576,7 +581,8 @@ def _command(role: str, slots: int, processes: int, memory: int) -> list[str]:
                "--socket", f"{SOCKET_IN_CONTAINER}/{SOCKET_NAME}",
                "--secret-file", f"{SOCKET_IN_CONTAINER}/{SECRET_NAME}"]
     if role == RUNTIME:
-        command += ["--control", f"{SOCKET_IN_CONTAINER}/{CONTROL_NAME}", "--slots", str(slots),
+        command += ["--control", f"{SOCKET_IN_CONTAINER}/{CONTROL_NAME}",
+                    "--sources-file", f"{SOCKET_IN_CONTAINER}/{SOURCES_NAME}", "--slots", str(slots),
                     "--uid-base", str(SLOT_UIDS[secrets.randbelow(len(SLOT_UIDS))]),
                     "--processes", str(processes), "--memory", str(memory)]
     return command

@@ -1,11 +1,12 @@
 """``python3 -m sandbox.runtime --socket PATH [--control PATH [--slots N --uid-base UID
---processes N --memory BYTES]] [--role runtime|checker] [--secret-file PATH | --secret-fd N] [--listening-fd N]``.
+--processes N --memory BYTES --sources-file PATH]] [--role runtime|checker] [--secret-file PATH | --secret-fd N] [--listening-fd N]``.
 
 - role ``runtime`` (default): serve one environment on ``--socket``. With ``--control`` (in a
   container), under a keeper that can restart the runtime in place (``keeper.py``), and serves
   ``--slots`` sessions at once: slot ``i`` on ``protocol.runtime_socket_name(i)`` beside
   ``--socket``, as the user ``--uid-base`` + ``i``, with at most ``--processes`` processes,
-  its runtime killed past ``--memory`` bytes.
+  its runtime killed past ``--memory`` bytes; the environment sources in ``--sources-file`` are
+  compiled once, before any runtime exists.
 - role ``checker``: run check functions on states sent to ``--socket`` (``checker.py``); it never
   loads an environment.
 
@@ -19,6 +20,7 @@ as a user who may not write the socket's directory).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import sys
@@ -43,6 +45,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="the user of slot 0; slot i runs as this plus i (keeper)")
     parser.add_argument("--processes", type=int, help="processes per slot (keeper)")
     parser.add_argument("--memory", type=int, help="bytes a slot's runtime may hold (keeper)")
+    parser.add_argument("--sources-file", type=Path, help="environment sources to compile once "
+                        "(a JSON list; read, then removed) (keeper)")
     args = parser.parse_args(argv)
     seccomp.deny_io_uring()
     secret_bytes = _secret(args.secret_file, args.secret_fd)
@@ -58,9 +62,17 @@ def main(argv: list[str] | None = None) -> None:
             args.socket.with_name(protocol.runtime_socket_name(slot)))
             for slot in range(1, args.slots))]
         Keeper(sockets, contain.bind_listening(args.control), secret_bytes, args.uid_base,
-               args.processes, args.memory).run()
+               args.processes, args.memory, _sources(args.sources_file)).run()
     else:
         serve_runtime(listening, secret_bytes)
+
+
+def _sources(path: Path | None) -> list[str]:
+    if path is None or not path.exists():
+        return []
+    sources = json.loads(path.read_text())
+    path.unlink()
+    return [source for source in sources if isinstance(source, str)]
 
 
 def _secret(path: Path | None, fd: int | None) -> bytes | None:

@@ -29,6 +29,18 @@ from sandbox.runtime.jsonsafe import NotData, to_json_safe, to_json_text
 from sandbox.runtime.protocol import JSONText, OperationError, describe_exception, dumps
 
 ENV_FILENAME = "env.py"
+# Environment code compiled once, before any of it ran, by the keeper's compiler child
+# (``keeper.precompile``), by the sha256 of its source: every runtime forked afterwards finds it.
+COMPILED: dict[str, types.CodeType] = {}
+
+
+def source_digest(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def compile_source(source: str) -> types.CodeType:
+    """``source`` compiled as an environment module (``SyntaxError`` and the like propagate)."""
+    return compile(source, ENV_FILENAME, "exec")
 MODULE_NAME = "envscaler_env"
 DEFAULT_MAX_RESULT_BYTES = 1_048_576
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -90,7 +102,7 @@ class EnvHost:
         self._env = None
         source_lines = source.splitlines()
         try:
-            code = compile(source, ENV_FILENAME, "exec")
+            code = COMPILED.get(source_digest(source)) or compile_source(source)
         except BaseException as exc:  # noqa: BLE001 - SyntaxError, or a compiler limit
             raise OperationError("LoadError", _describe_in_source(exc, source_lines)) from None
         recipe = _Recipe(code, source_lines, class_name, tools, init_config, init_patch, seed,

@@ -25,22 +25,25 @@ A recycle that fails for any reason makes the gateway retire the slot instead.
 
 from __future__ import annotations
 
+import marshal
 import os
 import selectors
 import signal
 import socket
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 from sandbox.runtime import contain, determinism, protocol
+from sandbox.runtime import host as env_host
 from sandbox.runtime.host import EnvHost
 from sandbox.runtime.protocol import Field, OperationError, describe_exception, parse_request
 from sandbox.runtime.server import RuntimeServer
 
 SCRATCH = Path("/tmp")
 CONTROL_TIMEOUT = 1.0  # a control connection idle this long is dropped (the keeper is serial)
-WATCH_INTERVAL = 0.1  # seconds between looks at the runtimes' memory
+WATCH_INTERVAL = 0.25  # seconds between looks at the runtimes' memory
 _SLOT = Field((int,), False)  # 0 when absent: a container of one slot
 FIELDS: dict[str, dict[str, Field]] = {
     "ping": {},
@@ -73,10 +76,12 @@ class Slot:
 class Keeper:
     def __init__(self, sockets: list[socket.socket], control: socket.socket,
                  secret: bytes | None, uid_base: int = contain.UNTRUSTED_UID,
-                 processes: int | None = None, memory: int | None = None) -> None:
+                 processes: int | None = None, memory: int | None = None,
+                 sources: list[str] | None = None) -> None:
         """``memory``: the bytes a slot's runtime may hold; one holding more is killed, as the
         kernel would kill a container of one session at its limit (the container's own limit,
-        all slots' together, stays the backstop)."""
+        all slots' together, stays the backstop). ``sources``: environment code compiled once,
+        before the first runtime exists, so that every runtime finds it compiled."""
         self.slots = [Slot(index, contain.slot_uid(uid_base, index), listening)
                       for index, listening in enumerate(sockets)]
         self.uids = range(contain.slot_uid(uid_base, 0), contain.slot_uid(uid_base, len(sockets)))
@@ -84,12 +89,15 @@ class Keeper:
         self.secret = secret
         self.processes = processes
         self.memory = memory
+        self.sources = sources or []
         self._answer = protocol.with_hello(secret, self.dispatch)
         self._wake_read, self._wake_write = os.pipe()
         self._selector = selectors.DefaultSelector()
         self._oom_kills = contain.oom_kills()
 
     def run(self) -> NoReturn:
+        env_host.COMPILED.update(precompile(self.sources))
+        self.sources = []
         for fd in (self._wake_read, self._wake_write):
             os.set_blocking(fd, False)
         signal.set_wakeup_fd(self._wake_write)
@@ -254,6 +262,41 @@ class Keeper:
                 return "killed: out of memory"
             return f"runtime killed by signal {signum} ({signal.Signals(signum).name})"
         return f"runtime exited with status {os.WEXITSTATUS(status)}"
+
+
+def precompile(sources: list[str]) -> dict[str, types.CodeType]:
+    """``sources`` compiled, by their digest, in a child that drops to the untrusted user first:
+    compiling runs none of the code, but the compiler is not the keeper's to risk on untrusted
+    input. What does not compile is left out (its load reports why); nothing, if the child
+    fails."""
+    if not sources:
+        return {}
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.close(read_fd)
+            contain.drop_privileges()
+            compiled = []
+            for source in sources:
+                try:
+                    compiled.append((env_host.source_digest(source),
+                                     env_host.compile_source(source)))
+                except Exception:  # noqa: BLE001, S112 - its load will say why
+                    continue
+            with os.fdopen(write_fd, "wb") as pipe:
+                pipe.write(marshal.dumps(compiled))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        return {}
+    return dict(marshal.loads(data))
 
 
 def _refuse_one(listening: socket.socket) -> None:

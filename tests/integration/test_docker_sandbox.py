@@ -16,6 +16,7 @@ from sandbox.backends.docker import SLOT_UIDS, DockerBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone
 from sandbox.pool import SandboxPool
+from sandbox.runtime.host import source_digest
 from sandbox.runtime.protocol import runtime_socket_name
 from sandbox.sandbox import Sandbox
 from tests.conftest import new_instance
@@ -129,6 +130,11 @@ class Probe:
                 sock.close()
         return {"success": True, "data": answers}
 
+    def compiled(self) -> dict:
+        """The digests of the sources this runtime found compiled by its keeper."""
+        import sys
+        return {"success": True, "data": sorted(sys.modules["sandbox.runtime.host"].COMPILED)}
+
     def kill_everything(self) -> dict:
         try:
             os.kill(-1, 9)  # every process this user may signal, but itself
@@ -141,7 +147,7 @@ class Probe:
         return {"success": True}
 '''
 TOOLS = ["record", "identity", "interfaces", "route_out", "write", "fork_bomb", "memory_bomb", "spin",
-         "reach_runtimes", "retire_siblings", "kill_everything"]
+         "reach_runtimes", "retire_siblings", "compiled", "kill_everything"]
 
 
 @pytest.fixture(params=[None, "runsc"], ids=["runc", "gvisor"])
@@ -262,6 +268,33 @@ async def test_a_slot_reaches_no_sibling(pool: SandboxPool) -> None:
         await sandbox.call("kill_everything", {}, timeout=scaled(10))
     assert (await sibling.call("record", {"label": "unharmed"},
                                timeout=scaled(5)))["success"] is True
+
+
+async def test_the_keeper_compiles_the_catalogue_once_for_its_runtimes(
+        docker_config: SandboxConfig) -> None:
+    """Sources given to a runtime container are compiled once, before its runtimes exist (one
+    that does not compile is left out, for its load to report); each runtime loads them
+    compiled, and runs them as it would have."""
+    config = dataclasses.replace(docker_config, sandbox_slots=2,
+                                 sources=(HOSTILE_ENV, "def broken(:\n"))
+    pool = SandboxPool(DockerBackend(config, new_instance()), config)
+    await pool.start()
+    try:
+        first, second = await loaded(pool), await loaded(pool)
+        for sandbox in (first, second):
+            compiled = (await sandbox.call("compiled", {}, timeout=scaled(5)))["data"]
+            assert compiled == [source_digest(HOSTILE_ENV)]
+            assert (await sandbox.call("record", {"label": "x"},
+                                       timeout=scaled(5)))["success"] is True
+        plain = SandboxPool(DockerBackend(docker_config, new_instance()), docker_config)
+        await plain.start()
+        try:
+            uncached = await loaded(plain)
+            assert (await uncached.call("compiled", {}, timeout=scaled(5)))["data"] == []
+        finally:
+            await plain.close()
+    finally:
+        await pool.close()
 
 
 async def _pool_holds(pool: SandboxPool, ready: int, live: int) -> None:
