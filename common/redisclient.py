@@ -18,9 +18,17 @@ def is_cluster(url: str) -> bool:
     return url.startswith(CLUSTER_SCHEMES)
 
 
-def connect(url: str, **options: Any) -> Any:
-    """A cluster client for a cluster's URL, otherwise one server's; ``options`` go to either."""
+def connect(url: str, *, max_connections: int | None = None, pool_timeout: float | None = None,
+            **options: Any) -> Any:
+    """A cluster client for a cluster's URL, otherwise one server's; ``options`` go to either.
+    ``max_connections``: one server's connections at most, a request beyond waiting up to
+    ``pool_timeout`` for a free one (redis-py's own pool refuses the 101st at once)."""
     if is_cluster(url):
         return RedisCluster.from_url(url.replace("+cluster", "", 1), decode_responses=True,
                                      **options)
-    return aioredis.Redis.from_url(url, decode_responses=True, **options)
+    if max_connections is None:
+        return aioredis.Redis.from_url(url, decode_responses=True, **options)
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, decode_responses=True, max_connections=max_connections, timeout=pool_timeout,
+        **options)
+    return aioredis.Redis.from_pool(pool)  # closed with the client

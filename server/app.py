@@ -98,6 +98,8 @@ def create_app(
             )
         redis = connect(
             settings.redis_url,
+            max_connections=settings.max_connections,  # a request holds one at a time
+            pool_timeout=settings.redis_timeout,
             socket_connect_timeout=settings.redis_timeout,
             socket_timeout=settings.redis_timeout,
             health_check_interval=30,
