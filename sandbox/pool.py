@@ -198,6 +198,14 @@ class SandboxPool:
         return Sandbox(sandbox.handle, self.backend, on_destroy=self._forget, owner=self)
 
     async def _answers(self, sandbox: Sandbox) -> bool:
+        """Whether a warm sandbox is fit to hand out: it answers, and its creator is not taken
+        for dead (its container is about to be reaped: a session rebuilt on it would lose it
+        again at once)."""
+        if self.backend.orphaned(sandbox.handle):
+            log.info("pooled sandbox %s belongs to a dead instance; discarding it",
+                     sandbox.id[:12])
+            await sandbox.destroy()
+            return False
         try:
             await sandbox.ping(timeout=CLAIM_PING_TIMEOUT)
             return True

@@ -181,6 +181,12 @@ class SandboxBackend(ABC):
         ``slots_per_creation``); the default, one."""
         return [await self.create(labels, RUNTIME, image)]
 
+    def orphaned(self, handle: SandboxHandle) -> bool:
+        """Whether the sandbox belongs to an instance of the service taken for dead, whose
+        sandboxes are about to be reaped (``reap_orphans``): it is not to be handed out. The
+        default: never (backends that reap nothing)."""
+        return False
+
     async def verify(self, handle: SandboxHandle) -> bool:
         """Whether a stored handle's id is the sandbox this service created under the handle's
         names (the socket and secret derive from the names alone). The default: the names are

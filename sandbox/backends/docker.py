@@ -321,6 +321,9 @@ class DockerBackend(SandboxBackend):
     async def verify(self, handle: SandboxHandle) -> bool:
         return await self._owned(handle) is True
 
+    def orphaned(self, handle: SandboxHandle) -> bool:
+        return handle.instance != self.instance and not self.heartbeat.is_alive(handle.instance)
+
     def _forget(self, container_id: str) -> None:
         self._known.pop(container_id, None)
         self._slots.pop(container_id, None)

@@ -297,6 +297,27 @@ async def test_the_keeper_compiles_the_catalogue_once_for_its_runtimes(
         await pool.close()
 
 
+async def test_a_dead_instance_s_sandbox_is_never_handed_out(docker_config: SandboxConfig) -> None:
+    """A session of a gateway that died ends here: its slot is recycled into this pool, but its
+    container is about to be reaped with the dead gateway's others, so no claim gets it (a
+    session rebuilt on it would die again at once)."""
+    config = dataclasses.replace(docker_config, pool_size=1, sandbox_slots=1)
+    pool = SandboxPool(DockerBackend(config, new_instance()), config)
+    await pool.start()
+    dead = DockerBackend(config, new_instance())  # never started: no heartbeat, taken for dead
+    try:
+        await _pool_holds(pool, ready=1, live=1)
+        handle = (await dead.create_runtimes({}, None, 1))[0]
+        pool.reclaim(Sandbox(handle, pool.backend))
+        await _pool_holds(pool, ready=2, live=2)  # recycled: first in line, its pages warm
+        claimed = await pool.claim("s1")
+        assert claimed.handle.instance == pool.backend.instance
+        assert not await pool.backend.is_running(handle)
+    finally:
+        await pool.close()
+        await dead.close()
+
+
 async def _pool_holds(pool: SandboxPool, ready: int, live: int) -> None:
     for _ in range(100):
         if (pool.stats().ready, pool.stats().live) == (ready, live):
