@@ -11,11 +11,20 @@ CPU, and how long closing all took.
 
 from __future__ import annotations
 
+import argparse
+import tempfile
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
+import docker
+
 from bench import rollouts
+from bench.gateway import Gateway, GatewayOptions
 from bench.workload import lanes as make_lanes
+from bench.workload import load_envs
+from sandbox.image import ensure_image
+from server.settings import Settings
 
 TIMEOUT = 1800.0
 
@@ -43,3 +52,23 @@ def line(figures: dict[str, Any]) -> str:
             f"{figures['episodes_per_second']} episodes/s, client "
             f"{figures['cpu_share']} cores ({figures['cpu_ms_per_request']} ms/request), "
             f"closed {closing['closed']} in {closing['seconds']} s ({closing['failed']} failed)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench.batch [LANES ...] [--window S]``: the batch phase alone, at each number
+    of lanes in turn, on a gateway of its own at `envscaler serve`'s defaults."""
+    parser = argparse.ArgumentParser(prog="python -m bench.batch", description=main.__doc__)
+    parser.add_argument("lanes", type=int, nargs="*", default=[64, 512])
+    parser.add_argument("--window", type=float, default=30.0, help="seconds of episodes")
+    args = parser.parse_args(argv)
+    settings = Settings()
+    image = ensure_image(docker.from_env(), settings.sandbox_base_image)
+    envs = load_envs(settings.catalogue, ())
+    with Gateway(GatewayOptions(), image, Path(tempfile.mkdtemp(prefix="batch-"))) as gateway:
+        gateway.wait_ready()
+        for lanes in args.lanes:
+            print(line(measure(gateway.url, envs, lanes, args.window)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -108,8 +108,9 @@ class Settings(BaseSettings):
     check_memory: str = Field("128m", description="memory each check may allocate")
     checkers: int = Field(2, ge=1, le=64, description="checker sandboxes per gateway process, "
                           "each judging one validation at a time")
-    checker_queue: int = Field(256, ge=0, description="validations that may wait for a checker "
-                               "(beyond: 503 CapacityExhausted)")
+    checker_queue: int = Field(1024, ge=0, description="validations that may wait for a checker "
+                               "(beyond: 503 CapacityExhausted); as many as a worker's requests "
+                               "in progress, so that a trainer's whole batch may validate at once")
     checker_wait: float = Field(30.0, gt=0, description="longest wait for a checker (then 503)")
     max_state_bytes: int = Field(16 * 1_048_576, ge=1024, description="largest state a sandbox "
                                  "may answer (reads and validation)")
