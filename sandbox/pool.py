@@ -224,10 +224,10 @@ class SandboxPool:
                 return
             count = min(self.backend.slots_per_creation,
                         self.config.max_sandboxes - self._live)
-            if count <= 0:
-                if not self._creations:
-                    self._fail_claims(CapacityExhausted(
-                        f"all {self.config.max_sandboxes} sandboxes are in use", retry_after=1.0))
+            if count <= 0:  # the claims no creation in flight brings a sandbox for: 429 now
+                self._fail_claims(CapacityExhausted(
+                    f"all {self.config.max_sandboxes} sandboxes are in use", retry_after=1.0),
+                    claims - self._promised, newest=True)
                 return
             self._live += count
             self._promised += count
@@ -269,13 +269,13 @@ class SandboxPool:
         sandbox.idle_since = time.monotonic()
         self._ready.append(sandbox)
 
-    def _fail_claims(self, exc: BaseException, count: int | None = None) -> None:
-        """The oldest ``count`` claims waiting (all by default) end with ``exc``."""
-        while self._claims and (count is None or count > 0):
-            claim = self._claims.popleft()
+    def _fail_claims(self, exc: BaseException, count: int, *, newest: bool = False) -> None:
+        """``count`` claims waiting end with ``exc``: the oldest, or the ``newest``."""
+        while self._claims and count > 0:
+            claim = self._claims.pop() if newest else self._claims.popleft()
             if not claim.done():
                 claim.set_exception(exc)
-                count = None if count is None else count - 1
+                count -= 1
 
     def _forget(self, _sandbox: Sandbox) -> None:
         self._live -= 1

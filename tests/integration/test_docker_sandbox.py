@@ -14,7 +14,7 @@ import pytest
 
 from sandbox.backends.docker import SLOT_UIDS, DockerBackend
 from sandbox.config import SandboxConfig
-from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone
+from sandbox.errors import CallTimeout, CapacityExhausted, RuntimeFault, SandboxGone
 from sandbox.pool import SandboxPool
 from sandbox.runtime.host import source_digest
 from sandbox.runtime.protocol import runtime_socket_name
@@ -316,6 +316,24 @@ async def test_a_dead_instance_s_sandbox_is_never_handed_out(docker_config: Sand
     finally:
         await pool.close()
         await dead.close()
+
+
+async def test_claims_beyond_the_capacity_are_refused_not_kept_waiting(
+        docker_config: SandboxConfig) -> None:
+    """Three claims at once on a pool of two: one container of two slots is made, and the third
+    claim is refused (429 at the gateway) rather than left to wait for a sandbox that no
+    creation will bring (within one start timeout: a waiting claim gives up after two)."""
+    config = dataclasses.replace(docker_config, pool_size=0, max_sandboxes=2)
+    pool = SandboxPool(DockerBackend(config, new_instance()), config)
+    await pool.start()
+    try:
+        async with asyncio.timeout(config.start_timeout):
+            results = await asyncio.gather(*(pool.claim(f"s{i}") for i in range(3)),
+                                           return_exceptions=True)
+        assert sum(isinstance(r, Sandbox) for r in results) == 2, results
+        assert sum(isinstance(r, CapacityExhausted) for r in results) == 1, results
+    finally:
+        await pool.close()
 
 
 async def _pool_holds(pool: SandboxPool, ready: int, live: int) -> None:
