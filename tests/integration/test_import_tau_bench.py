@@ -70,7 +70,8 @@ def test_tasks_become_scenarios_on_a_shared_database(imported: tuple[Path, dict]
 
 def test_the_reference_policy_earns_taus_reward(served: LiveGateway, tmp_path: Path) -> None:
     episodes = reference_rollout(served, ENV, tmp_path / "episodes.jsonl")
-    assert [(episode["scenario"], episode["reward"]) for episode in episodes] == [
+    # episodes run at once and are written as they end, in either order
+    assert sorted((episode["scenario"], episode["reward"]) for episode in episodes) == [
         ("retail-0", 1.0), ("retail-1", 1.0)]
 
 
