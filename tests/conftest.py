@@ -14,10 +14,12 @@ directory. Either check kills what it names.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,22 @@ def no_process_left_by_the_test() -> Iterator[None]:
     leaked = processes.wait_gone(lambda: sorted(_descendants() - before), LEAK_GRACE)
     if leaked:
         _fail_and_kill(leaked, "the test")
+
+
+@pytest.fixture(autouse=True)
+async def no_task_left_by_the_test() -> AsyncIterator[None]:
+    """The suite shares one event loop: a test stopped by its timeout leaves its coroutine
+    pending on it, and that coroutine would go on under the tests after it (its gateway's expiry,
+    at a TTL of a second, deleting their sessions). What a test leaves is cancelled here."""
+    before = asyncio.all_tasks()
+    yield
+    left = asyncio.all_tasks() - before - {asyncio.current_task()}
+    if left:
+        logging.getLogger("tests").warning("cancelling %d tasks the test left: %s", len(left),
+                                           sorted(task.get_name() for task in left))
+        for task in left:
+            task.cancel()
+        await asyncio.wait(left, timeout=deadlines.scaled(LEAK_GRACE * 4))
 
 
 @pytest.fixture(scope="session", autouse=True)

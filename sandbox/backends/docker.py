@@ -101,6 +101,8 @@ class DockerBackend(SandboxBackend):
         self._client: docker.DockerClient | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._unremoved: set[str] = set()  # containers to remove once the engine answers again
+        # Handles to destroy once the engine can tell whether their containers are this service's
+        self._undecided: dict[str, SandboxHandle] = {}
         # Containers known to be this service's, by id: (instance, sandbox name) from their labels
         self._known: dict[str, tuple[str, str]] = {}
         self._slots: dict[str, int] = {}  # slots of the containers this process created
@@ -163,6 +165,8 @@ class DockerBackend(SandboxBackend):
                 return  # still away: next time
             self._unremoved.discard(container_id)
             log.info("removed sandbox %s after the engine came back", container_id[:12])
+        for handle in [self._undecided.pop(key) for key in list(self._undecided)]:
+            await self.destroy(handle)  # undecided again while the engine is still away
 
     def _container_spec(self, name: str, directory: Path, labels: dict[str, str],
                         role: str, image: str | None, slots: int) -> dict[str, Any]:
@@ -304,8 +308,9 @@ class DockerBackend(SandboxBackend):
         try:  # what this process created is known without the engine, and waits for it
             owned = await self._owned(handle)
         except SandboxUnavailable as exc:
-            log.warning("not removing sandbox %s: the engine cannot tell whether it is this "
-                        "service's (%s)", handle.id[:12], exc)
+            self._undecided[handle.id] = handle
+            log.warning("not removing sandbox %s yet: the engine cannot tell whether it is this "
+                        "service's (%s); will decide once it answers", handle.id[:12], exc)
             return
         directory = self.directory(handle)
         if owned is True:

@@ -6,10 +6,12 @@ and must not be paused. What is under test is the backend's own bounds on engine
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker
 import pytest
 
 from sandbox.backends.base import SandboxHandle
@@ -64,3 +66,29 @@ async def test_a_hung_engine_fails_requests_within_the_engine_timeout_and_starve
         assert not list((socket_root / backend.instance).glob("*/")), "socket dirs left behind"
     finally:
         backend._threads.shutdown(wait=False, cancel_futures=True)
+
+
+async def test_a_sandbox_the_engine_could_not_vouch_for_is_removed_once_it_answers(
+        hung_engine: Path, docker_config: SandboxConfig, docker_client,  # type: ignore[no-untyped-def]
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker destroys a session's sandbox that another worker created while the engine is
+    away: it cannot tell whether the container is this service's, so it removes nothing then,
+    and removes it once the engine answers (a container left behind by every outage else)."""
+    config = dataclasses.replace(docker_config, docker_timeout=0.5, sandbox_slots=1)
+    instance = new_instance()
+    maker, destroyer = DockerBackend(config, instance), DockerBackend(config, instance)
+    monkeypatch.delenv("DOCKER_HOST")  # the maker reaches the real engine
+    handle = await maker.create(TEST_LABELS)
+    try:
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{hung_engine}")
+        await destroyer.destroy(handle)
+        assert docker_client.containers.get(handle.id).status == "running"
+        monkeypatch.delenv("DOCKER_HOST")  # the engine answers again
+        destroyer._client = None
+        await destroyer._retry_removals()
+        with pytest.raises(docker.errors.NotFound):
+            docker_client.containers.get(handle.id)
+    finally:
+        await maker.destroy_container(handle)
+        for backend in (maker, destroyer):
+            backend._threads.shutdown(wait=False, cancel_futures=True)
