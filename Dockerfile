@@ -22,5 +22,5 @@ ENV PYTHONPATH=/opt/envscaler/site \
     ENVSCALER_CATALOGUE=/opt/envscaler/generated_envs \
     PYTHONUNBUFFERED=1
 EXPOSE 8000
-ENTRYPOINT ["python3", "-m", "cli"]
+ENTRYPOINT ["python3", "-m", "envscaler.cli"]
 CMD ["serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.config import SandboxConfig
-from server.embedded_redis import EmbeddedRedis
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.server.embedded_redis import EmbeddedRedis
 from tests import deadlines, processes
 
 RUN_ENV = "ENVSCALER_TEST_RUN"
@@ -152,7 +152,7 @@ def docker_client():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def sandbox_image(docker_client) -> str:  # type: ignore[no-untyped-def]
-    from sandbox.image import ensure_image
+    from envscaler.sandbox.image import ensure_image
 
     return ensure_image(docker_client, BASE_IMAGE)
 

@@ -3,7 +3,7 @@ with its size, under ``httpx.AsyncClient`` (which still builds requests, answers
 
 httpx's own pool (httpcore) walks every connection and every waiting request on each request and
 each answer, so one process driving hundreds of sessions spent most of its CPU there, more the more
-keep-alive connections it held (`bench.client_transport` measures it). Here idle connections are a
+keep-alive connections it held (`envscaler.bench.client_transport` measures it). Here idle connections are a
 stack (the most recently used is taken first; the oldest expire from the bottom) and requests that
 wait for a connection are a queue: taking and giving back a connection is O(1). Answers are parsed
 by ``httptools`` (the C parser uvicorn serves with); requests are small and written in one piece.

@@ -1,4 +1,4 @@
-"""Typed results: the client's own copies of the gateway's response models (``server/models.py``).
+"""Typed results: the client's own copies of the gateway's response models (``envscaler/server/models.py``).
 
 They are copies, not imports, so the client installs without the server. Every model keeps fields
 it does not know (``extra="allow"``) and enumerations are plain strings, so a newer gateway that

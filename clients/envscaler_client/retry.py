@@ -14,7 +14,7 @@ A request is retried only when sending it twice cannot do anything twice:
   nobody closes; a 429/502/503 may come from a proxy after the gateway created it. The caller
   gets the exception (with ``retry_after`` for capacity answers) and decides.
 
-The back-off is the client's own, not the service's (`common.backoff`): the client package is
+The back-off is the client's own, not the service's (`envscaler.common.backoff`): the client package is
 installed alone, without the service's code, and its waits also honour ``Retry-After``.
 """
 

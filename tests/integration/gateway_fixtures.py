@@ -26,10 +26,10 @@ import httpx
 import pytest
 import redis as redis_sync
 
-from server.app import create_app
-from server.settings import Settings
+from envscaler.server.app import create_app
+from envscaler.server.settings import Settings
 from tests.conftest import TEST_LABELS
-from server.store import session_key
+from envscaler.server.store import session_key
 from tests.deadlines import scaled
 
 __all__ = ["backend_kwargs", "catalogue_root", "make_settings", "redis_client"]  # the fixtures
@@ -213,7 +213,7 @@ COUNTER_SCENARIOS = [
 
 def build_catalogue(root: Path) -> Path:
     """A catalogue with the real ``library_loans`` and the test environment ``counter_lab``."""
-    from envformat.loader import load_env, sync_manifest
+    from envscaler.format.loader import load_env, sync_manifest
 
     root.mkdir(parents=True, exist_ok=True)
     shutil.copytree(REPO_ROOT / "generated_envs" / LIBRARY, root / LIBRARY)
@@ -332,7 +332,7 @@ def sandbox_alive(handle: dict[str, Any], socket_root: Path) -> bool:
 def sandbox_released(handle: dict[str, str], socket_root: Path, wait: float = 5.0) -> bool:
     """Whether the session's sandbox no longer holds anything of it: gone, or (Docker) recycled
     in the background into a fresh runtime with nothing loaded."""
-    from sandbox.runtime import protocol
+    from envscaler.sandbox.runtime import protocol
 
     deadline = time.monotonic() + scaled(wait)
     while True:
@@ -430,9 +430,9 @@ def free_port() -> int:
 LAUNCHER = """
 import json, os, uvicorn
 from tests.conftest import TEST_LABELS
-from server.app import create_app
-from server.http import server_options
-from server.settings import Settings
+from envscaler.server.app import create_app
+from envscaler.server.http import server_options
+from envscaler.server.settings import Settings
 labels = json.loads(os.environ.get("ENVSCALER_TEST_LABELS", "{}"))
 settings = Settings()
 uvicorn.run(create_app(settings, sandbox_labels=labels), host="127.0.0.1",

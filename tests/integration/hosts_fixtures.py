@@ -15,12 +15,12 @@ from pathlib import Path
 
 import redis as redis_sync
 
-from sandbox.backends import make_backend
-from sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig
-from sandbox.pool import SandboxPool
-from sandbox.remote.host import HandshakeLimits, HostAddress, SandboxHost
-from common.redisclient import connect
-from sandbox.remote.registry import HOSTS_KEY, HostInfo, HostRegistry
+from envscaler.sandbox.backends import make_backend
+from envscaler.sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig
+from envscaler.sandbox.pool import SandboxPool
+from envscaler.sandbox.remote.host import HandshakeLimits, HostAddress, SandboxHost
+from envscaler.common.redisclient import connect
+from envscaler.sandbox.remote.registry import HOSTS_KEY, HostInfo, HostRegistry
 from tests.conftest import REPO_ROOT, SOCKET_ROOT, TEST_LABELS, new_instance
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import ChildProcess, free_port
@@ -83,7 +83,7 @@ class HostProcess(ChildProcess):
     def start(self, timeout: float = 30.0) -> HostProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "cli", "sandbox", "host", "--listen", self.address,
+                [sys.executable, "-m", "envscaler.cli", "sandbox", "host", "--listen", self.address,
                  "--advertise", self.advertise],
                 cwd=REPO_ROOT, env=self.env, stdout=log, stderr=log)
         deadline = time.monotonic() + scaled(timeout)

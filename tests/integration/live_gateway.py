@@ -18,7 +18,7 @@ from typing import Any, Self
 
 import pytest
 
-from server.settings import Settings
+from envscaler.server.settings import Settings
 from tests.conftest import TEST_LABELS
 from tests.integration.gateway_fixtures import GatewayProcess, catalogue_root
 

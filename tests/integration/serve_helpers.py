@@ -37,7 +37,7 @@ def serve(port: int, env: dict[str, str], log: Path,
     count = [] if workers is None else ["--workers", str(workers)]
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "cli", "serve", "--port", str(port), *count],
+            [sys.executable, "-m", "envscaler.cli", "serve", "--port", str(port), *count],
             cwd=REPO_ROOT, env=env, stdout=out, stderr=out)
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import report
-from bench.config import preset
-from bench.rollouts import PATTERNS
-from bench.run import VALIDATE_CHECKS, run
+from envscaler.bench import report
+from envscaler.bench.config import preset
+from envscaler.bench.rollouts import PATTERNS
+from envscaler.bench.run import VALIDATE_CHECKS, run
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
 
@@ -106,7 +106,7 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
             assert result["gateway_to_in_process"] > 0
             assert isinstance(result["lease_expiries"], int)
 
-    batch = written["batch"]  # bench/batch.py's own test covers its figures
+    batch = written["batch"]  # envscaler/bench/batch.py's own test covers its figures
     assert batch["concurrency"] == config.batch_lanes
     assert batch["open_all"]["opened"] == batch["close_all"]["closed"] == config.batch_lanes
     assert batch["rewards"] == {"1.0": config.batch_lanes, "below_1": 0}

@@ -1,5 +1,5 @@
-"""The benchmark's batch phase (`bench.batch`) and the transport measurement
-(`bench.client_transport`) with a few lanes against a real gateway (`envscaler serve`, Docker
+"""The benchmark's batch phase (`envscaler.bench.batch`) and the transport measurement
+(`envscaler.bench.client_transport`) with a few lanes against a real gateway (`envscaler serve`, Docker
 backend, its own Redis): every figure of the report is produced, opens the gateway refuses are
 counted rather than fatal, and every session the batch opened is closed. Speed is the
 benchmark's to measure, never asserted here."""
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from bench import batch, client_transport, report
-from bench.gateway import Gateway, GatewayOptions
-from bench.http import HttpConnection
-from bench.workload import load_envs
-from server.settings import Settings
+from envscaler.bench import batch, client_transport, report
+from envscaler.bench.gateway import Gateway, GatewayOptions
+from envscaler.bench.http import HttpConnection
+from envscaler.bench.workload import load_envs
+from envscaler.server.settings import Settings
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
 

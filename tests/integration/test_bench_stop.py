@@ -24,8 +24,8 @@ from tests.integration.gateway_fixtures import REPO_ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
 
-BENCH = ("import sys; from pathlib import Path; from bench.config import preset; "
-         "from bench.run import run; run(preset('tiny'), Path(sys.argv[1]), "
+BENCH = ("import sys; from pathlib import Path; from envscaler.bench.config import preset; "
+         "from envscaler.bench.run import run; run(preset('tiny'), Path(sys.argv[1]), "
          "say=lambda line: print(line, flush=True))")
 REACH_HOSTS_WITHIN = 400.0  # seconds (scaled) for the tiny run to reach its sandbox hosts
 STOPPED_WITHIN = 240.0  # seconds (scaled) for it to remove what it started once told to stop

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli.main import app
+from envscaler.cli.main import app
 from typer.testing import CliRunner
 
 from tests.conftest import RUN_ID

@@ -1,4 +1,4 @@
-"""Ordered calls (``seq``, `server.sessions.ordering`) against a real gateway app, real Redis and
+"""Ordered calls (``seq``, `envscaler.server.sessions.ordering`) against a real gateway app, real Redis and
 real Docker sandboxes: calls sent at once, last first, take effect in their ``seq`` order; a
 refused call takes its turn; a missing one is waited for while the session is idle, then skipped,
 and refused when it comes late; a reset numbers from 0 again."""

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from envformat.loader import EnvPackage, load_catalogue
-from sandbox.config import SandboxConfig
-from server.settings import Settings
-from synth.record import replay_run
-from synth.sandboxes import Limits, SandboxHub
+from envscaler.format.loader import EnvPackage, load_catalogue
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.server.settings import Settings
+from envscaler.synth.record import replay_run
+from envscaler.synth.sandboxes import Limits, SandboxHub
 from tests.conftest import REPO_ROOT, TEST_LABELS, new_instance
 
 CATALOGUE = REPO_ROOT / "generated_envs"
@@ -69,7 +69,7 @@ def test_every_scenario_is_solved_by_its_solution_through_a_gateway(
         sandbox_image: str, socket_root: Path) -> None:
     """`envscaler check` with an embedded gateway: reward 1.0 after the reference solution and
     below 1.0 untouched, for every scenario of the catalogue."""
-    from cli.main import app
+    from envscaler.cli.main import app
 
     result = CliRunner().invoke(app, ["check", "--catalogue", str(CATALOGUE), "--json"], env={
         "ENVSCALER_URL": None, "ENVSCALER_SANDBOX_IMAGE": sandbox_image,
@@ -85,7 +85,7 @@ def test_every_scenario_is_solved_by_its_solution_through_a_gateway(
 
 @pytest.mark.timeout(900)  # static, executable and scenario gates of every environment, in sandboxes
 def test_every_environment_passes_the_gates(sandbox_image: str, socket_root: Path) -> None:
-    from cli.main import app
+    from envscaler.cli.main import app
 
     result = CliRunner().invoke(app, ["gate", str(CATALOGUE), "--json"], env={
         "ENVSCALER_SANDBOX_IMAGE": sandbox_image, "ENVSCALER_SOCKET_ROOT": str(socket_root),

@@ -10,10 +10,10 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from sandbox.backends.docker import DockerBackend
-from sandbox.checkers import CheckBudget, CheckerPool, ChecksStarved
-from sandbox.config import SandboxConfig
-from sandbox.sandbox import Snapshot
+from envscaler.sandbox.backends.docker import DockerBackend
+from envscaler.sandbox.checkers import CheckBudget, CheckerPool, ChecksStarved
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.sandbox.sandbox import Snapshot
 from tests.conftest import new_instance
 
 pytestmark = pytest.mark.docker

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import docker
 import pytest
-from cli.main import app
+from envscaler.cli.main import app
 from typer.testing import CliRunner, Result
 
-from server.embedded_redis import free_port
+from envscaler.server.embedded_redis import free_port
 from tests.conftest import RUN_ID
 from tests.integration.gateway_fixtures import COUNTER, LIBRARY
 from tests.integration.live_gateway import *  # the fixtures: catalogue_root, live_gateway

@@ -20,7 +20,7 @@ from envscaler_client import (
     TransportError,
 )
 
-from server.embedded_redis import free_port
+from envscaler.server.embedded_redis import free_port
 from tests.integration.gateway_fixtures import COUNTER
 from tests.integration.live_gateway import *  # the fixtures: catalogue_root, live_gateway
 from tests.integration.live_gateway import (

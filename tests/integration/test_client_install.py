@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 import typer
 
-from cli.main import app
+from envscaler.cli.main import app
 from tests.deadlines import scaled
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = REPO_ROOT / "clients"
 SERVICE_PACKAGES = ("fastapi", "starlette", "uvicorn", "redis", "docker", "typer", "rich", "click",
-                    "jsonschema", "server", "sandbox", "common", "envformat", "synth", "cli", "bench",
-                    "importers", "transformers", "trl", "verl", "torch")  # the trainers are extras
+                    "jsonschema", "envscaler", "transformers", "trl", "verl",
+                    "torch")  # the trainers are extras
 BUILT = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
 
 
@@ -85,24 +85,25 @@ def test_the_wheel_requires_httpx_httptools_and_pydantic_only(tmp_path: Path) ->
 
 @pytest.mark.timeout(600)
 def test_the_installed_project_runs_envscaler_beside_the_installed_client(tmp_path: Path) -> None:
-    """The project's wheel carries the command line (and not the client, a distribution of its
-    own); installed with the client's, `envscaler --help` runs from what was installed."""
+    """The project's wheel carries one package, ``envscaler``, with the command line (and not the
+    client, a distribution of its own); installed with the client's, `envscaler --help` runs from what was installed."""
     wheels = [client_wheel(tmp_path), project_wheel(tmp_path)]
     with zipfile.ZipFile(wheels[1]) as archive:
         names = archive.namelist()
         [entry_points] = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
         scripts = archive.read(entry_points).decode()
-    assert "envscaler = cli.main:app" in scripts.splitlines()
-    assert {"cli/__main__.py", "cli/main.py"} <= set(names)
-    assert not [name for name in names if name.startswith("envscaler_client/")]
+    assert "envscaler = envscaler.cli.main:app" in scripts.splitlines()
+    assert {"envscaler/cli/__main__.py", "envscaler/cli/main.py"} <= set(names)
+    # one package of its own, nothing generic beside it in site-packages
+    assert {name.partition("/")[0] for name in names} == {"envscaler", "envscaler-0.1.0.dist-info"}
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
                     "--target", str(site), *map(str, wheels)],
                    check=True, capture_output=True, timeout=scaled(300))
     env = {**os.environ, "PYTHONPATH": str(site)}  # before the checkout's editable installs
     where = subprocess.run(
-        [sys.executable, "-c", "import cli, envscaler_client, server\n"
-         "for module in (cli, envscaler_client, server): print(module.__file__)"],
+        [sys.executable, "-c", "import envscaler.cli, envscaler_client, envscaler.server\n"
+         "for module in (envscaler.cli, envscaler_client, envscaler.server): print(module.__file__)"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=scaled(60), check=True)
     assert all(Path(path).is_relative_to(site) for path in where.stdout.split())
     helped = subprocess.run([str(site / "bin" / "envscaler"), "--help"], cwd=tmp_path, env=env,

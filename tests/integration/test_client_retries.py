@@ -10,7 +10,7 @@ import pytest
 import redis
 from envscaler_client import AsyncEnvClient, EnvClient, RetryPolicy, TransportError
 
-from server.store import lock_key
+from envscaler.server.store import lock_key
 from tests.integration.gateway_fixtures import COUNTER
 from tests.integration.live_gateway import *  # the fixtures: catalogue_root, live_gateway
 from tests.integration.live_gateway import REDIS_DB, FlakyProxy, LiveGateway

@@ -17,7 +17,7 @@ import uvicorn
 from envscaler_client import AsyncEnvClient, RetryPolicy, TransportError, connection_limits
 from envscaler_client._transport import PoolTransport
 
-from server.embedded_redis import free_port
+from envscaler.server.embedded_redis import free_port
 
 Scope = dict[str, Any]
 

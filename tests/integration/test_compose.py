@@ -18,8 +18,8 @@ import httpx
 import pytest
 import redis
 
-from envformat.loader import load_env
-from server.embedded_redis import free_port
+from envscaler.format.loader import load_env
+from envscaler.server.embedded_redis import free_port
 from tests.conftest import REPO_ROOT, RUN_ID
 from tests.deadlines import scaled
 

@@ -12,13 +12,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from sandbox.backends.docker import SLOT_UIDS, DockerBackend
-from sandbox.config import SandboxConfig
-from sandbox.errors import CallTimeout, CapacityExhausted, RuntimeFault, SandboxGone
-from sandbox.pool import SandboxPool
-from sandbox.runtime.host import source_digest
-from sandbox.runtime.protocol import runtime_socket_name
-from sandbox.sandbox import Sandbox
+from envscaler.sandbox.backends.docker import SLOT_UIDS, DockerBackend
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.sandbox.errors import CallTimeout, CapacityExhausted, RuntimeFault, SandboxGone
+from envscaler.sandbox.pool import SandboxPool
+from envscaler.sandbox.runtime.host import source_digest
+from envscaler.sandbox.runtime.protocol import runtime_socket_name
+from envscaler.sandbox.sandbox import Sandbox
 from tests.conftest import new_instance
 from tests.deadlines import scaled
 
@@ -133,7 +133,7 @@ class Probe:
     def compiled(self) -> dict:
         """The digests of the sources this runtime found compiled by its keeper."""
         import sys
-        return {"success": True, "data": sorted(sys.modules["sandbox.runtime.host"].COMPILED)}
+        return {"success": True, "data": sorted(sys.modules["envscaler.sandbox.runtime.host"].COMPILED)}
 
     def kill_everything(self) -> dict:
         try:

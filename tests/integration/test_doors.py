@@ -1,4 +1,4 @@
-"""The doors of OpenEnv and ORS (`server.doors`), driven by those ecosystems' own clients, pinned
+"""The doors of OpenEnv and ORS (`envscaler.server.doors`), driven by those ecosystems' own clients, pinned
 (``openenv`` 0.10.0 in `.venv-openenv`; ``ors-sdk`` 0.1.0 and ``openreward`` 0.1.167 in
 `.venv-ors`), as subprocesses against a gateway process: each solves ``library_loans-001`` with its
 reference solution to reward 1.0 and gets bad calls back as errors while the episode goes on. What
@@ -18,7 +18,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from server.settings import Settings
+from envscaler.server.settings import Settings
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import (

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sandbox.requirements_image import image_tag
+from envscaler.sandbox.requirements_image import image_tag
 from tests.conftest import REPO_ROOT
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
@@ -47,7 +47,7 @@ ENVS = {"calc": [MPMATH], "calc_bare": [], "calc_unmet": ["mpmath==0.0.1"]}
 def requirements_catalogue(root: Path) -> Path:
     """``calc`` pins mpmath; ``calc_bare`` is the same code without the pin; ``calc_unmet`` pins a
     version that no index has."""
-    from envformat.loader import sync_manifest
+    from envscaler.format.loader import sync_manifest
 
     for env_id, requirements in ENVS.items():
         folder = root / env_id
@@ -116,7 +116,7 @@ async def test_an_environment_imports_its_pinned_requirement_and_one_without_it_
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     path = os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "clients")])
-    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "envscaler.cli", *args], capture_output=True, text=True,
                           cwd=REPO_ROOT, timeout=scaled(600),
                           env={**os.environ, **(env or {}), "PYTHONPATH": path, "COLUMNS": "200"})
 
@@ -155,9 +155,9 @@ async def test_the_gates_run_an_environment_with_its_requirements(
         docker_config, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The static gate lets it import what it pins; the executable and scenario gates run it
     in a sandbox of its requirements' image; unmet requirements are a ``load`` problem."""
-    from server.settings import Settings
-    from synth.gates.folders import gate_folder
-    from synth.sandboxes import Limits, SandboxHub
+    from envscaler.server.settings import Settings
+    from envscaler.synth.gates.folders import gate_folder
+    from envscaler.synth.sandboxes import Limits, SandboxHub
     from tests.conftest import new_instance
 
     root = requirements_catalogue(tmp_path / "envs")

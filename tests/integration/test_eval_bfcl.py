@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli.main import app
+from envscaler.cli.main import app
 from envscaler_client import EnvClient
 from typer.testing import CliRunner
 

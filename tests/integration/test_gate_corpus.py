@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from sandbox.config import SandboxConfig
-from server.settings import Settings
-from synth.gates.corpus import run_corpus
-from synth.sandboxes import Limits, SandboxHub
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.server.settings import Settings
+from envscaler.synth.gates.corpus import run_corpus
+from envscaler.synth.sandboxes import Limits, SandboxHub
 from tests.conftest import REPO_ROOT, new_instance
 
 CORPUS = REPO_ROOT / "tests" / "fixtures" / "gate_corpus"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from envformat.loader import load_env
-from server.embedded_redis import EmbeddedRedis
-from common.jsoncodec import dumps
-from server.store import INIT_REFRESH, init_digest, init_key, live_key, session_key
+from envscaler.format.loader import load_env
+from envscaler.server.embedded_redis import EmbeddedRedis
+from envscaler.common.jsoncodec import dumps
+from envscaler.server.store import INIT_REFRESH, init_digest, init_key, live_key, session_key
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import (
     COUNTER,

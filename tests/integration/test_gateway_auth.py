@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from server.store import session_key
+from envscaler.server.store import session_key
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import COUNTER, running_gateway
 

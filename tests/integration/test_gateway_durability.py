@@ -9,9 +9,9 @@ import re
 import time
 from pathlib import Path
 
-from envformat.loader import load_env
-from sandbox.backends import SandboxHandle, make_backend
-from sandbox.sandbox import Sandbox
+from envscaler.format.loader import load_env
+from envscaler.sandbox.backends import SandboxHandle, make_backend
+from envscaler.sandbox.sandbox import Sandbox
 from tests.conftest import TEST_LABELS
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from server.store import calls_key, live_key, session_key
+from envscaler.server.store import calls_key, live_key, session_key
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import (
@@ -463,7 +463,7 @@ def broken_catalogue(root: Path) -> Path:
     package the sandbox does not have."""
     import json
 
-    from envformat.loader import sync_manifest
+    from envscaler.format.loader import sync_manifest
 
     check = "def check_func(final_state):\n    return 'a' in final_state['values']\n"
     for env_id, source in (("fragile", BROKEN_SOURCE),

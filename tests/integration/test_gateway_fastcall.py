@@ -1,4 +1,4 @@
-"""The tool call's fast path (`server.fastcall`) answers exactly as the documented route does.
+"""The tool call's fast path (`envscaler.server.fastcall`) answers exactly as the documented route does.
 
 A body sent as ``application/json`` is the fast path's when it is well formed; the same body sent
 as ``application/merge-patch+json`` (JSON to FastAPI, not to the fast path) always takes the route.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 from unittest import mock
 
-from server import fastcall
+from envscaler.server import fastcall
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import COUNTER, LIBRARY, running_gateway
 

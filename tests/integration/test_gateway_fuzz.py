@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import not_a_server_error
 
-from server.settings import Settings
+from envscaler.server.settings import Settings
 from tests.conftest import TEST_LABELS
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import BACKEND, COUNTER, GatewayProcess

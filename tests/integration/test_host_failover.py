@@ -15,8 +15,8 @@ import httpx
 import pytest
 import redis as redis_sync
 
-from server.settings import Settings
-from server.store import session_key
+from envscaler.server.settings import Settings
+from envscaler.server.store import session_key
 from tests.integration.gateway_fixtures import COUNTER, own_redis_db, running_gateway
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.hosts_fixtures import SECRET, HostProcess

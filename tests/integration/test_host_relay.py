@@ -18,14 +18,14 @@ import pytest
 import redis as redis_sync
 import redis.asyncio as redis_async
 
-from common import jsoncodec
-from sandbox.backends import make_backend
-from sandbox.backends.remote import RemoteBackend
-from sandbox.config import ClusterAuth
-from sandbox.errors import SandboxGone
-from sandbox.remote.connection import HostConnection, HostUnreachable
-from sandbox.remote.registry import HOSTS_KEY, HostRegistry
-from sandbox.sandbox import Sandbox
+from envscaler.common import jsoncodec
+from envscaler.sandbox.backends import make_backend
+from envscaler.sandbox.backends.remote import RemoteBackend
+from envscaler.sandbox.config import ClusterAuth
+from envscaler.sandbox.errors import SandboxGone
+from envscaler.sandbox.remote.connection import HostConnection, HostUnreachable
+from envscaler.sandbox.remote.registry import HOSTS_KEY, HostRegistry
+from envscaler.sandbox.sandbox import Sandbox
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER_SOURCE, free_port, own_redis_db
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli.main import app
+from envscaler.cli.main import app
 from typer.testing import CliRunner
 
-from envformat.loader import load_env
+from envscaler.format.loader import load_env
 from tests.integration.live_gateway import LiveGateway, gateway_settings, running_gateway
 from tests.integration.test_multi_turn import reference_rollout
 

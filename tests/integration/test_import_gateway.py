@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from importers.envscaler_release import import_release, locate
+from envscaler.importers.envscaler_release import import_release, locate
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import running_gateway
 

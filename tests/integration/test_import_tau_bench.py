@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli.main import app
+from envscaler.cli.main import app
 from envscaler_client import AsyncEnvClient, EnvClient
 from envscaler_client.rollout import ChatCompletionsPolicy, SimulatedUser, run_episode
 from typer.testing import CliRunner
 
-from envformat.loader import load_env
+from envscaler.format.loader import load_env
 from tests.fixtures.rollout.scripted_chat import ScriptedChat, calls
 from tests.integration.live_gateway import LiveGateway, gateway_settings, running_gateway
 from tests.integration.test_multi_turn import reference_rollout

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import largestate
-from server import statesize
-from server.settings import Settings
-from server.store import session_key
+from envscaler.bench import largestate
+from envscaler.server import statesize
+from envscaler.server.settings import Settings
+from envscaler.server.store import session_key
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import running_gateway
 

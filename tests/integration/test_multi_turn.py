@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli.main import app
+from envscaler.cli.main import app
 from envscaler_client import EnvClient
 from typer.testing import CliRunner
 
-from envformat.loader import load_env, sync_manifest
+from envscaler.format.loader import load_env, sync_manifest
 from tests.integration.live_gateway import LiveGateway, gateway_settings, running_gateway
 
 ENV = "turn_taking_cart"

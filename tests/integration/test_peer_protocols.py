@@ -21,7 +21,7 @@ import pytest
 from envscaler_client.adapters.nemo_gym import nemo_gym_rows
 from envscaler_client.rollout.reference import load_references
 
-from server.settings import Settings
+from envscaler.server.settings import Settings
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
     LIBRARY,

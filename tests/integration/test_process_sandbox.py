@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from sandbox.backends.process import ProcessBackend
-from sandbox.checkers import CheckBudget, CheckerPool
-from sandbox.config import parse_size
-from sandbox.client import RuntimeClient
-from sandbox.config import SandboxConfig
-from sandbox.errors import CallTimeout, RuntimeFault, SandboxGone, SandboxUnavailable
-from sandbox.sandbox import Sandbox
-from sandbox.socketroot import MARKER_NAME
+from envscaler.sandbox.backends.process import ProcessBackend
+from envscaler.sandbox.checkers import CheckBudget, CheckerPool
+from envscaler.sandbox.config import parse_size
+from envscaler.sandbox.client import RuntimeClient
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.sandbox.errors import CallTimeout, RuntimeFault, SandboxGone, SandboxUnavailable
+from envscaler.sandbox.sandbox import Sandbox
+from envscaler.sandbox.socketroot import MARKER_NAME
 from tests.conftest import REPO_ROOT, TEST_LABELS, new_instance
 from tests.deadlines import scaled
 
@@ -372,10 +372,10 @@ async def test_a_runtime_that_cannot_start_is_reported_and_cleaned_up(process_co
 GATEWAY_SCRIPT = """
 import asyncio, sys
 from pathlib import Path
-from sandbox.backends.process import ProcessBackend
-from sandbox.checkers import CheckBudget, CheckerPool
-from sandbox.client import RuntimeClient
-from sandbox.config import SandboxConfig
+from envscaler.sandbox.backends.process import ProcessBackend
+from envscaler.sandbox.checkers import CheckBudget, CheckerPool
+from envscaler.sandbox.client import RuntimeClient
+from envscaler.sandbox.config import SandboxConfig
 
 async def main():
     config = SandboxConfig(sandbox_backend="process", socket_root=Path(sys.argv[1]),

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import redis as redis_sync
 
-from sandbox.remote.registry import HOSTS_KEY
+from envscaler.sandbox.remote.registry import HOSTS_KEY
 from tests.conftest import REPO_ROOT, SOCKET_ROOT
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
@@ -48,12 +48,12 @@ from envscaler_client.rollout import (  # noqa: E402
     run_rollouts,
 )
 
-from server.ray_hosts import RayHosts  # noqa: E402
+from envscaler.server.ray_hosts import RayHosts  # noqa: E402
 
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
 HOST_SETTINGS = {"cluster_secret": SECRET, "sandbox_backend": "process", "pool_size": 1,
                  "socket_root": f"{SOCKET_ROOT}-{{node}}", "host_heartbeat": 0.3,
-                 "log_level": "WARNING"}  # as server.sandbox_host.host_settings hands them
+                 "log_level": "WARNING"}  # as envscaler.server.sandbox_host.host_settings hands them
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ def test_serve_ray_runs_gateways_over_the_clusters_hosts(cluster: Cluster, redis
     log = tmp_path / "serve.log"
     with open(log, "wb") as output:
         serve = subprocess.Popen(
-            [sys.executable, "-m", "cli", "serve", "--ray", cluster.address, "--port", str(port),
+            [sys.executable, "-m", "envscaler.cli", "serve", "--ray", cluster.address, "--port", str(port),
              "--workers", "1", "--catalogue", str(catalogue_root)],
             cwd=REPO_ROOT, env=env, stdout=output, stderr=output)
     try:

@@ -12,10 +12,10 @@ import pytest
 import redis as redis_sync
 from redis.cluster import RedisCluster
 
-from sandbox.config import ClusterAuth
-from sandbox.sandbox import Sandbox
-from server.settings import Settings
-from server.store import LIVE_KEYS, call_ids_key, calls_key, live_key, lock_key, session_key
+from envscaler.sandbox.config import ClusterAuth
+from envscaler.sandbox.sandbox import Sandbox
+from envscaler.server.settings import Settings
+from envscaler.server.store import LIVE_KEYS, call_ids_key, calls_key, live_key, lock_key, session_key
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER, running_gateway
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures

@@ -1,4 +1,4 @@
-"""`server.redis_scripts.ScriptClient`, the lean client of a tool call's two scripts, against a real
+"""`envscaler.server.redis_scripts.ScriptClient`, the lean client of a tool call's two scripts, against a real
 redis-server: the same replies and errors as redis-py, many commands in flight on its one
 connection, scripts re-sent after Redis forgets them, timeouts and reconnection."""
 
@@ -16,8 +16,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from server.embedded_redis import EmbeddedRedis
-from server.redis_scripts import ScriptClient
+from envscaler.server.embedded_redis import EmbeddedRedis
+from envscaler.server.redis_scripts import ScriptClient
 from tests.deadlines import scaled
 
 pytestmark = pytest.mark.redis
@@ -139,7 +139,7 @@ async def test_commands_in_flight_on_a_hung_redis_time_out(tmp_path: Path) -> No
 
 
 def test_commands_are_encoded_as_before() -> None:
-    from server.redis_scripts import _encode, _encode_any
+    from envscaler.server.redis_scripts import _encode, _encode_any
 
     for args in (
         ["EVALSHA", "a" * 40, 2, "k1", "k2", b"token", 25000, "", "é", repr(1.5), 2**70, -3],

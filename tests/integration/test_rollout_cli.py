@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli.main import app
+from envscaler.cli.main import app
 from envscaler_client import EnvClient
 from typer.testing import CliRunner, Result
 

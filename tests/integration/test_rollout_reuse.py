@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from cli.main import app
+from envscaler.cli.main import app
 from envscaler_client import AsyncEnvClient, AsyncSession, EnvClient
 from envscaler_client.rollout import (
     Episode,

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 import redis.asyncio as redis_async
 
-from sandbox.backends import make_backend
-from sandbox.backends.base import SandboxHandle
-from sandbox.backends.remote import RemoteBackend
-from sandbox.config import ClusterAuth
-from sandbox.errors import RuntimeFault, SandboxGone, SandboxUnavailable
-from sandbox.remote.connection import HostConnection, HostUnreachable
-from sandbox.remote import wire
-from sandbox.remote.host import HandshakeLimits, SandboxHost
-from sandbox.remote.registry import FORGET_AFTER, HOSTS_KEY, HostInfo, HostRegistry
-from sandbox.sandbox import Sandbox
+from envscaler.sandbox.backends import make_backend
+from envscaler.sandbox.backends.base import SandboxHandle
+from envscaler.sandbox.backends.remote import RemoteBackend
+from envscaler.sandbox.config import ClusterAuth
+from envscaler.sandbox.errors import RuntimeFault, SandboxGone, SandboxUnavailable
+from envscaler.sandbox.remote.connection import HostConnection, HostUnreachable
+from envscaler.sandbox.remote import wire
+from envscaler.sandbox.remote.host import HandshakeLimits, SandboxHost
+from envscaler.sandbox.remote.registry import FORGET_AFTER, HOSTS_KEY, HostInfo, HostRegistry
+from envscaler.sandbox.sandbox import Sandbox
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER_SOURCE, own_redis_db
 from tests.integration.hosts_fixtures import SECRET, host_in_process, remote_config

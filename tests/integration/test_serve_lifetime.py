@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from server.embedded_redis import free_port
+from envscaler.server.embedded_redis import free_port
 from tests import processes
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER, catalogue_root  # noqa: F401 - a fixture
@@ -121,7 +121,7 @@ def test_nothing_outlives_serve(start: Start, workers: int, signum: signal.Signa
     before = _serving(gateway, workers)
     commands = " ".join(p.cmdline for p in before)
     assert "redis-server" in commands
-    assert commands.count("sandbox.runtime") >= 2 * workers  # a warm one and a claimed one each
+    assert commands.count("envscaler.sandbox.runtime") >= 2 * workers  # a warm one and a claimed one each
     gateway.process.send_signal(signum)
     _assert_all_gone(gateway, before)
 

@@ -1,5 +1,5 @@
 """`/metrics` of `envscaler serve --workers 2` counts the work of every worker, whichever worker
-answers the scrape (prometheus_client's multiprocess mode, ``server.metrics``), and still does
+answers the scrape (prometheus_client's multiprocess mode, ``envscaler.server.metrics``), and still does
 after a worker died and was replaced: its counts stay, its pool drops out. Real processes, the
 suite's Redis, the process backend."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from server.embedded_redis import free_port
+from envscaler.server.embedded_redis import free_port
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER, catalogue_root  # noqa: F401 - a fixture
 from tests.integration.serve_helpers import (all_ready, instance_of, metric, on_each_worker,

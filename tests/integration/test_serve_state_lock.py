@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from server.embedded_redis import EmbeddedRedis, free_port
+from envscaler.server.embedded_redis import EmbeddedRedis, free_port
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import REPO_ROOT
 from tests.integration.serve_helpers import serve_env
@@ -61,7 +61,7 @@ def test_envscaler_serve_refuses_a_held_state_directory_before_the_images(
     env = _without_state_settings(serve_env(socket_root, sandbox_backend="docker"))
     env.pop("ENVSCALER_SANDBOX_IMAGE", None)
     env.update(HOME=str(home), DOCKER_HOST=f"unix://{home}/no-engine.sock", COLUMNS="1000")
-    done = subprocess.run([sys.executable, "-m", "cli", "serve", "--port", str(free_port())],
+    done = subprocess.run([sys.executable, "-m", "envscaler.cli", "serve", "--port", str(free_port())],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                           timeout=scaled(REFUSED_WITHIN))
     output = " ".join((done.stdout + done.stderr).split())

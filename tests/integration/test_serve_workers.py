@@ -1,4 +1,4 @@
-"""`envscaler serve --workers N` (`server.workers`): a listening socket per worker, so connections
+"""`envscaler serve --workers N` (`envscaler.server.workers`): a listening socket per worker, so connections
 opened at once are spread over the workers; a worker that dies is replaced; SIGTERM stops all; a
 port taken by another program is a clear error. Real processes, real Redis (process backend with
 no warm pool: no sandbox is made)."""
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from server.embedded_redis import free_port
+from envscaler.server.embedded_redis import free_port
 from tests.deadlines import scaled
 from tests.integration.serve_helpers import serve, serve_env, wait_for, workers_of
 

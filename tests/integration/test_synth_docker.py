@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.config import SandboxConfig
-from server.settings import Settings
-from synth.pipeline import run_all
-from synth.replay_server import ReplayServer
-from synth.sandboxes import Limits, SandboxHub
-from synth.transcript import Transcript
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.server.settings import Settings
+from envscaler.synth.pipeline import run_all
+from envscaler.synth.replay_server import ReplayServer
+from envscaler.synth.sandboxes import Limits, SandboxHub
+from envscaler.synth.transcript import Transcript
 from tests.conftest import new_instance
 from tests.integration.test_synth_pipeline import (
     ENV_ID,

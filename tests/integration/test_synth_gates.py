@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from envformat import derive_tools
-from sandbox.config import SandboxConfig
-from server.settings import Settings
-from synth.gates.executable import executable_gate
-from synth.gates.report import GateResult
-from synth.gates.scenario import ScenarioSpec, scenario_gate
-from synth.sandboxes import Limits, SandboxHub
+from envscaler.format import derive_tools
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.server.settings import Settings
+from envscaler.synth.gates.executable import executable_gate
+from envscaler.synth.gates.report import GateResult
+from envscaler.synth.gates.scenario import ScenarioSpec, scenario_gate
+from envscaler.synth.sandboxes import Limits, SandboxHub
 from tests.conftest import new_instance
 
 SOURCE = '''

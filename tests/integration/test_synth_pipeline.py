@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from envformat import derive_tools, load_env, sync_manifest
-from sandbox.config import SandboxConfig
-from synth import PIPELINE_VERSION
-from server.settings import Settings
-from synth.pipeline import RunResult, run_all, run_scen, run_skel
-from synth.record import record_run, replay_run
-from synth.replay_server import ReplayServer
-from synth.sandboxes import Limits, SandboxHub
-from synth.settings import SynthSettings
-from synth.transcript import Transcript
+from envscaler.format import derive_tools, load_env, sync_manifest
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.synth import PIPELINE_VERSION
+from envscaler.server.settings import Settings
+from envscaler.synth.pipeline import RunResult, run_all, run_scen, run_skel
+from envscaler.synth.record import record_run, replay_run
+from envscaler.synth.replay_server import ReplayServer
+from envscaler.synth.sandboxes import Limits, SandboxHub
+from envscaler.synth.settings import SynthSettings
+from envscaler.synth.transcript import Transcript
 from tests.conftest import REPO_ROOT, TEST_LABELS, new_instance
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "synth"
@@ -300,7 +300,7 @@ def cli_env(socket_root: Path, **extra: str) -> dict[str, str]:
 
 
 def invoke(args: list[str], env: dict[str, str]) -> Any:
-    from cli.main import app
+    from envscaler.cli.main import app
 
     return CliRunner().invoke(app, args, env=env, catch_exceptions=False)
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import docker
 import httpx
 
-from server.embedded_redis import EmbeddedRedis
+from envscaler.server.embedded_redis import EmbeddedRedis
 from tests.deadlines import scaled
 
 RETRYABLE = {429, 500, 502, 503}

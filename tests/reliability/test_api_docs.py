@@ -1,4 +1,4 @@
-"""``/docs`` (Swagger UI) and ``/redoc`` (ReDoc) served whole by the gateway (`server.web.apidocs`),
+"""``/docs`` (Swagger UI) and ``/redoc`` (ReDoc) served whole by the gateway (`envscaler.server.web.apidocs`),
 in a real headless Chromium against a real gateway process on loopback, with no other origin to
 reach: every script, style and image the pages name is the gateway's, answered with the docs'
 Content-Security-Policy, and both pages render the gateway's operations with no CSP violation
@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from server.web.apidocs import DOCS_CONTENT_SECURITY_POLICY
+from envscaler.server.web.apidocs import DOCS_CONTENT_SECURITY_POLICY
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import GatewayProcess
 from tests.reliability.test_web_page import WAIT, browser, console_problems, web_gateway

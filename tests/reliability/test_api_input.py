@@ -20,8 +20,8 @@ import redis as redis_sync
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.settings import Settings
-from server.store import LIVE_KEYS
+from envscaler.server.settings import Settings
+from envscaler.server.store import LIVE_KEYS
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
     LIBRARY,

@@ -20,8 +20,8 @@ import redis as redis_sync
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
-from server.settings import Settings
-from server.store import LIVE_KEYS, calls_key, live_key, lock_key, session_key
+from envscaler.server.settings import Settings
+from envscaler.server.store import LIVE_KEYS, calls_key, live_key, lock_key, session_key
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
     COUNTER,

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli import check_cmd
+from envscaler.cli import check_cmd
 from rich.console import Console
 
-from server.settings import DEFAULT_CATALOGUE
+from envscaler.server.settings import DEFAULT_CATALOGUE
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER, LIBRARY
 from tests.integration.live_gateway import *  # the fixtures: catalogue_root, live_gateway
@@ -30,7 +30,7 @@ def envscaler(gateway: LiveGateway, cwd: Path, *args: str,
     ENVSCALER_CATALOGUE, as a person would set them."""
     env = {**os.environ, "ENVSCALER_URL": gateway.url, "ENVSCALER_API_KEY": gateway.api_key}
     env.pop("ENVSCALER_CATALOGUE", None)
-    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "envscaler.cli", *args], cwd=cwd, env=env,
                           stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=scaled(300))
 
 

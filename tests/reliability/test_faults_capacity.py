@@ -16,8 +16,8 @@ import docker
 import httpx
 import pytest
 
-from sandbox.config import SandboxConfig
-from sandbox.pool import QUEUE_WAIT_FACTOR
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.sandbox.pool import QUEUE_WAIT_FACTOR
 from tests.conftest import RUN_ID
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import running_gateway

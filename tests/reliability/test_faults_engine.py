@@ -14,10 +14,10 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.backends.base import SandboxHandle
-from sandbox.backends.docker import DockerBackend
-from sandbox.config import SandboxConfig
-from sandbox.errors import SandboxUnavailable
+from envscaler.sandbox.backends.base import SandboxHandle
+from envscaler.sandbox.backends.docker import DockerBackend
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.sandbox.errors import SandboxUnavailable
 from tests.conftest import TEST_LABELS, new_instance
 from tests.deadlines import scaled
 

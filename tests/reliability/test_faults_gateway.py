@@ -124,8 +124,8 @@ async def test_a_held_sandbox_that_another_gateway_ran_an_unrecorded_call_on_is_
     """Two gateways both hold a session's sandbox (each attached to it once). One runs a call and
     dies before recording it. The other must not go on from that state: the runtime refuses an
     operation whose expected call count differs (``Diverged``), and the session is rebuilt."""
-    from sandbox.backends import SandboxHandle, make_backend
-    from sandbox.sandbox import Sandbox
+    from envscaler.sandbox.backends import SandboxHandle, make_backend
+    from envscaler.sandbox.sandbox import Sandbox
     from tests.integration.gateway_fixtures import running_gateway, sandbox_handle
     from tests.reliability.helpers import call
 

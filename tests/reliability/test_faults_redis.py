@@ -15,7 +15,7 @@ import httpx
 import pytest
 import redis as redis_sync
 
-from server.store import COMMIT, LOCK_AND_LOAD, call_ids_key, calls_key, lock_key, session_key
+from envscaler.server.store import COMMIT, LOCK_AND_LOAD, call_ids_key, calls_key, lock_key, session_key
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
     LIBRARY,

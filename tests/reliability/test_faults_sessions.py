@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.store import lock_key, session_key
+from envscaler.server.store import lock_key, session_key
 from tests.integration.gateway_fixtures import (
     kill_sandbox,
     running_gateway,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from server.embedded_redis import free_port
+from envscaler.server.embedded_redis import free_port
 from tests.deadlines import scaled
 from tests.integration.serve_helpers import serve, serve_env
 

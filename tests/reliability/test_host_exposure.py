@@ -16,9 +16,9 @@ import httpx
 import pytest
 import redis
 
-from sandbox.config import parse_size
-from server.settings import Settings
-from server.store import session_key
+from envscaler.sandbox.config import parse_size
+from envscaler.server.settings import Settings
+from envscaler.server.store import session_key
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import GatewayProcess, gateway_process
 from tests.reliability.helpers import call, engine, new_session

@@ -8,7 +8,7 @@ import importlib.util
 import shutil
 from pathlib import Path
 
-from envformat.loader import load_env
+from envscaler.format.loader import load_env
 from tests.reliability.conftest import HOSTILE_ENVS
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from sandbox.runtime.protocol import runtime_socket_name
-from server.settings import Settings
+from envscaler.sandbox.runtime.protocol import runtime_socket_name
+from envscaler.server.settings import Settings
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import REPO_ROOT, GatewayProcess, gateway_process
 from tests.reliability.helpers import assert_error, call, containers_of, entries, new_session
@@ -133,7 +133,7 @@ async def test_host_files_are_out_of_reach(stage: Stage, client: httpx.AsyncClie
     sid = await new_session(client, "escape_artist")
     shadow = await result(client, sid, "read_file", path="/etc/shadow")
     assert shadow["success"] is False, shadow  # the image's own, and unreadable to nobody
-    for path in [REPO_ROOT / "server" / "settings.py",   # the gateway's code
+    for path in [REPO_ROOT / "envscaler" / "server" / "settings.py",  # the gateway's code
                  stage.log_path,                           # the gateway's log
                  stage.socket_root / "instances",          # the host's socket root
                  Path("/var/lib/docker"),

@@ -21,8 +21,8 @@ from typing import Any
 import docker
 import pytest
 
-from sandbox.runtime import protocol
-from server.store import session_key
+from envscaler.sandbox.runtime import protocol
+from envscaler.server.store import session_key
 from tests.conftest import RUN_ID
 from tests.integration.gateway_fixtures import running_gateway, sandbox_handle
 from tests.reliability.helpers import call, new_session, state

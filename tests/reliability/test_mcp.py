@@ -1,4 +1,4 @@
-"""MCP per session (`server.mcp_door`), driven by the official MCP Python client
+"""MCP per session (`envscaler.server.mcp_door`), driven by the official MCP Python client
 (``mcp.client.streamable_http``, 2.x here and 1.x from ``.venv-mcp1``) over real HTTP: against a
 gateway under uvicorn, and through ``envscaler serve`` with two workers, where requests of one
 session land on both. Real Redis, real Docker sandboxes."""
@@ -21,8 +21,8 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from server.embedded_redis import free_port
-from server.settings import Settings
+from envscaler.server.embedded_redis import free_port
+from envscaler.server.settings import Settings
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (
     COUNTER,

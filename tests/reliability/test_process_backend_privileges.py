@@ -54,10 +54,10 @@ class Spy:
 GATEWAY_SCRIPT = """
 import asyncio, json, sys
 from pathlib import Path
-from sandbox.backends.process import ProcessBackend
-from sandbox.config import SandboxConfig
-from sandbox.sandbox import Sandbox
-from server.workers import listening_socket
+from envscaler.sandbox.backends.process import ProcessBackend
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.sandbox.sandbox import Sandbox
+from envscaler.server.workers import listening_socket
 
 async def main():
     gateway_port = listening_socket("127.0.0.1", 0)

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from sandbox import pool as pool_module
+from envscaler.sandbox import pool as pool_module
 from tests.integration.gateway_fixtures import running_gateway
 from tests.reliability.helpers import call, new_session
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import redis
 
-from server.embedded_redis import PASSWORD_NAME, EmbeddedRedis, EmbeddedRedisError, free_port
+from envscaler.server.embedded_redis import PASSWORD_NAME, EmbeddedRedis, EmbeddedRedisError, free_port
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import running_gateway
 from tests.integration.serve_helpers import serve, serve_env, wait_for

@@ -39,9 +39,9 @@ import httpx
 import pytest
 import redis as redis_sync
 
-from server.embedded_redis import EmbeddedRedis
-from server.settings import Settings
-from server.store import LIVE_KEYS, session_key
+from envscaler.server.embedded_redis import EmbeddedRedis
+from envscaler.server.settings import Settings
+from envscaler.server.store import LIVE_KEYS, session_key
 from tests.conftest import TEST_LABELS
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import LIBRARY, GatewayProcess, kill_sandbox

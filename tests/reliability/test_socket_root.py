@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import socketroot
-from sandbox.backends import make_backend
-from sandbox.config import SandboxConfig
-from sandbox.errors import SandboxUnavailable
+from envscaler.sandbox import socketroot
+from envscaler.sandbox.backends import make_backend
+from envscaler.sandbox.config import SandboxConfig
+from envscaler.sandbox.errors import SandboxUnavailable
 from tests.conftest import REPO_ROOT, RUN_ID, TEST_LABELS, new_instance
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import running_gateway
@@ -90,7 +90,7 @@ def test_serve_refuses_it_before_starting_anything(root: Path, tmp_path: Path) -
     environment.pop("ENVSCALER_REDIS_URL", None)
     # this checkout's command, whatever the virtual environment has installed
     environment["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "clients"), str(REPO_ROOT)])
-    served = subprocess.run([sys.executable, "-m", "cli", "serve", "--port", "9"],
+    served = subprocess.run([sys.executable, "-m", "envscaler.cli", "serve", "--port", "9"],
                             cwd=REPO_ROOT, env=environment, capture_output=True, text=True,
                             timeout=scaled(60))
     said = " ".join((served.stdout + served.stderr).split())  # unwrapped

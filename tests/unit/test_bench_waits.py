@@ -1,4 +1,4 @@
-"""`bench.waits.within`: a wait of the benchmark that runs out says what it waited for and how
+"""`envscaler.bench.waits.within`: a wait of the benchmark that runs out says what it waited for and how
 long; a timeout of the awaited work itself is not mistaken for it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from bench.waits import WaitExpired, within
+from envscaler.bench.waits import WaitExpired, within
 
 
 async def test_a_wait_that_runs_out_names_itself_and_its_bound() -> None:

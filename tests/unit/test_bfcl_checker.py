@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from importers.bfcl.checker import (
+from envscaler.importers.bfcl.checker import (
     EMPTY_TURN,
     FORCE_TERMINATED,
     INFERENCE_ERROR,
@@ -14,7 +14,7 @@ from importers.bfcl.checker import (
     STATE_MISMATCH,
     check,
 )
-from importers.bfcl.decode import decode_function_calling
+from envscaler.importers.bfcl.decode import decode_function_calling
 
 TRUTH = [["add(n=2)"], ["get()"], []]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from importers.bfcl.decode import (
+from envscaler.importers.bfcl.decode import (
     DecodeError,
     decode_function_calling,
     decode_prompting,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from server.callsummary import CallSummary
-from server.http import gateway_options
-from server.settings import Settings
+from envscaler.server.callsummary import CallSummary
+from envscaler.server.http import gateway_options
+from envscaler.server.settings import Settings
 
 
 def test_a_window_of_calls_is_one_line(caplog):

@@ -12,22 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.checkers import CheckBudget, ChecksKilledChecker, Exhaustion, exhaustions
-from sandbox.runtime import checker
-from sandbox.sandbox import Snapshot
-from server import statesize
-from server.errors import ApiError
-from server.metrics import Metrics
-from server.sessions import faults
-from server.sessions.validation import Validation
-from server.settings import Settings
+from envscaler.sandbox.checkers import CheckBudget, ChecksKilledChecker, Exhaustion, exhaustions
+from envscaler.sandbox.runtime import checker
+from envscaler.sandbox.sandbox import Snapshot
+from envscaler.server import statesize
+from envscaler.server.errors import ApiError
+from envscaler.server.metrics import Metrics
+from envscaler.server.sessions import faults
+from envscaler.server.sessions.validation import Validation
+from envscaler.server.settings import Settings
 from tests.deadlines import scaled
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import json, sys
-from sandbox.runtime import checker
+from envscaler.sandbox.runtime import checker
 checks, initial, final, wall = json.load(sys.stdin)
 budget = checker.Budget(cpu_seconds=0.5, wall_seconds=wall, memory_bytes=64 << 20)
 print(json.dumps(checker.Checker(contained=False).check(checks, initial, final, budget)))

@@ -15,7 +15,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import json, sys
-from sandbox.runtime import checker
+from envscaler.sandbox.runtime import checker
 checks = json.loads(sys.argv[1])
 budget = checker.Budget(cpu_seconds=0.5, wall_seconds=10, memory_bytes=64 << 20)
 c = checker.Checker(contained=False)
@@ -69,7 +69,7 @@ def test_a_state_that_is_not_a_json_object_fails_every_check_with_the_reason() -
     environment took over) earns failed checks that say why, never a pass."""
     done = subprocess.run([sys.executable, "-c", """
 import json
-from sandbox.runtime import checker
+from envscaler.sandbox.runtime import checker
 budget = checker.Budget(cpu_seconds=0.5, wall_seconds=10, memory_bytes=64 << 20)
 c = checker.Checker(contained=False)
 checks = ["def check_func(final_state):\\n    return True\\n"] * 2

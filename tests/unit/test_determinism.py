@@ -10,13 +10,13 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from sandbox.runtime.determinism import DEFAULT_START, VirtualClock, parse_instant
+from envscaler.sandbox.runtime.determinism import DEFAULT_START, VirtualClock, parse_instant
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PRELUDE = """
 import json
-import sandbox.runtime.host  # as in the runtime: its modules are imported before install()
-from sandbox.runtime import determinism
+import envscaler.sandbox.runtime.host  # as in the runtime: its modules are imported before install()
+from envscaler.sandbox.runtime import determinism
 d = determinism.install()
 def reseed(seed, start=determinism.DEFAULT_START):
     d.reseed(seed, determinism.parse_instant(start))
@@ -142,7 +142,7 @@ def test_patched_classes_keep_isinstance_and_explicit_arguments_keep_meaning() -
 def test_runtime_machinery_keeps_real_time_and_does_not_move_the_clock() -> None:
     result = run("""
         import subprocess, sys, time
-        from sandbox.runtime.determinism import REAL_MONOTONIC
+        from envscaler.sandbox.runtime.determinism import REAL_MONOTONIC
         reseed(0)
         before = time.time_ns()
         started = REAL_MONOTONIC()

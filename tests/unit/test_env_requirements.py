@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from envformat import FormatError, load_env
-from envformat.requirements import import_names, requirement_set
-from sandbox.requirements_image import image_tag
+from envscaler.format import FormatError, load_env
+from envscaler.format.requirements import import_names, requirement_set
+from envscaler.sandbox.requirements_image import image_tag
 from tests.conftest import REPO_ROOT
 
 BASE_ID = "sha256:" + "ab" * 32

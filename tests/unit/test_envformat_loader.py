@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from envformat import (
+from envscaler.format import (
     FormatError,
     content_hash,
     derive_tools,
@@ -404,7 +404,7 @@ def test_content_hash_format() -> None:
 def test_clock_start_is_an_optional_iso_date_time_written_only_when_set() -> None:
     from pydantic import ValidationError
 
-    from envformat.models import Scenario
+    from envscaler.format.models import Scenario
 
     base = {"id": "s-1", "split": "rl", "task": "t", "init_config": {},
             "checklist": [{"item": "i", "check_func": "def check_func(s):\n    return True\n"}]}
@@ -418,7 +418,7 @@ def test_clock_start_is_an_optional_iso_date_time_written_only_when_set() -> Non
 def test_turns_carry_the_solution_per_user_message_and_must_start_with_the_task() -> None:
     from pydantic import ValidationError
 
-    from envformat.models import Scenario
+    from envscaler.format.models import Scenario
 
     base = {"id": "s-1", "split": "rl", "task": "first", "init_config": {},
             "checklist": [{"item": "i", "check_func": "def check_func(s):\n    return True\n"}]}

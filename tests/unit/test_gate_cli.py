@@ -14,7 +14,7 @@ CORPUS = REPO_ROOT / "tests" / "fixtures" / "gate_corpus"
 
 
 def gate(*paths: Path) -> tuple[int, dict]:  # type: ignore[type-arg]
-    from cli.main import app
+    from envscaler.cli.main import app
 
     result = CliRunner().invoke(app, ["gate", *map(str, paths), "--json", "--no-exec",
                                       "--no-scenarios"])

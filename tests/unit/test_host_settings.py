@@ -10,9 +10,9 @@ import secrets
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from server.sandbox_host import HOST_SETTINGS, given_host_settings, host_settings
-from server.settings import Settings
+from envscaler.cli.main import app
+from envscaler.server.sandbox_host import HOST_SETTINGS, given_host_settings, host_settings
+from envscaler.server.settings import Settings
 
 SECRET = secrets.token_hex(32)
 

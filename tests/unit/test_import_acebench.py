@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from envformat.toolschema import derive_tools
-from importers.acebench.checkout import CheckoutError, read_category, saved_attributes
-from importers.acebench.envcode import CLASS_NAME, build
-from importers.acebench.importer import QuestionError, milestone_calls
-from importers.acebench.reward import check_source, end_to_end, saved_result
+from envscaler.format.toolschema import derive_tools
+from envscaler.importers.acebench.checkout import CheckoutError, read_category, saved_attributes
+from envscaler.importers.acebench.envcode import CLASS_NAME, build
+from envscaler.importers.acebench.importer import QuestionError, milestone_calls
+from envscaler.importers.acebench.reward import check_source, end_to_end, saved_result
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "acebench"
 CLASSES = ("BaseApi", "NoteApi")

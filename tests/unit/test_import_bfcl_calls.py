@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from importers.bfcl.calls import CallError, parse_call
+from envscaler.importers.bfcl.calls import CallError, parse_call
 
 TOOLS = {"mv": ["source", "destination"], "mean": ["numbers"], "ls": ["a"]}
 

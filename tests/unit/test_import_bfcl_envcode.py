@@ -11,11 +11,11 @@ from typing import cast
 
 import pytest
 
-from envformat.toolschema import derive_tools
-from importers.bfcl.checkout import CheckoutError, locate
-from importers.bfcl import import_bfcl
-from importers.bfcl.envcode import CLASS_NAME, EnvCodeError, build
-from synth.sandboxes import SandboxHub
+from envscaler.format.toolschema import derive_tools
+from envscaler.importers.bfcl.checkout import CheckoutError, locate
+from envscaler.importers.bfcl import import_bfcl
+from envscaler.importers.bfcl.envcode import CLASS_NAME, EnvCodeError, build
+from envscaler.synth.sandboxes import SandboxHub
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "bfcl"
 

@@ -10,7 +10,7 @@ from collections import OrderedDict
 import pytest
 from envscaler_client import CallResult, ToolError
 
-from importers.bfcl.compare import (
+from envscaler.importers.bfcl.compare import (
     CallDifference,
     Execution,
     QuestionComparison,
@@ -19,8 +19,8 @@ from importers.bfcl.compare import (
     compare,
     state_differences,
 )
-from importers.bfcl.replay import rendered
-from importers.bfcl.runner import compared, execute_call, render_result
+from envscaler.importers.bfcl.replay import rendered
+from envscaler.importers.bfcl.runner import compared, execute_call, render_result
 
 @pytest.mark.parametrize(("value", "text"), [
     ("as is", "as is"),

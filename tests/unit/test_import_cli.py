@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cli.main import app
+from envscaler.cli.main import app
 from typer.testing import CliRunner
 
-from envformat.loader import load_catalogue
+from envscaler.format.loader import load_catalogue
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "envscaler_release"
 BFCL_CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "bfcl"

@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
-from envformat.loader import content_hash
-from envformat.models import Scenario
-from envformat.toolschema import derive_tools
-from importers.envscaler_release import (
+from envscaler.format.loader import content_hash
+from envscaler.format.models import Scenario
+from envscaler.format.toolschema import derive_tools
+from envscaler.importers.envscaler_release import (
     RecordError,
     convert_env,
     convert_scenario,
     env_id_for,
     scenario_id_for,
 )
-from importers.envscaler_release.convert import release_env_id, scenario_env_id
+from envscaler.importers.envscaler_release.convert import release_env_id, scenario_env_id
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "envscaler_release"
 HF_ENVS = json.loads((FIXTURE / "hf" / "191_env_metadata_processed.json").read_text())

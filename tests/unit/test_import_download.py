@@ -14,13 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from cli.main import app
+from envscaler.cli.main import app
 from typer.testing import CliRunner
 
-from envformat.loader import load_env
-from importers.envscaler_release import DownloadError, download_release
-from importers.envscaler_release import pins as pins_module
-from importers.envscaler_release.pins import PinnedFile
+from envscaler.format.loader import load_env
+from envscaler.importers.envscaler_release import DownloadError, download_release
+from envscaler.importers.envscaler_release import pins as pins_module
+from envscaler.importers.envscaler_release.pins import PinnedFile
 from tests.deadlines import scaled
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "envscaler_release" / "hf"

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from envformat.loader import content_hash, load_catalogue, load_env, sync_manifest
-from importers.envscaler_release import (
+from envscaler.format.loader import content_hash, load_catalogue, load_env, sync_manifest
+from envscaler.importers.envscaler_release import (
     ImportReport,
     SourceError,
     import_release,
     locate,
     read_file,
 )
-from importers.envscaler_release import pins as pins_module
-from importers.envscaler_release.pins import PinnedFile
+from envscaler.importers.envscaler_release import pins as pins_module
+from envscaler.importers.envscaler_release.pins import PinnedFile
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "envscaler_release"
 HF = FIXTURE / "hf"

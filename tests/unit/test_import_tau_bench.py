@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from envformat.toolschema import derive_tools
-from importers.tau_bench.checkout import CheckoutError, read_domain
-from importers.tau_bench.envcode import CLASS_NAME, build
-from importers.tau_bench.reward import check_source, data_hash, outputs_found
-from importers.replay_score import AnswersFileError
-from importers.tau_bench.scoring import ActionsFileError, read_actions, terminate_tools
+from envscaler.format.toolschema import derive_tools
+from envscaler.importers.tau_bench.checkout import CheckoutError, read_domain
+from envscaler.importers.tau_bench.envcode import CLASS_NAME, build
+from envscaler.importers.tau_bench.reward import check_source, data_hash, outputs_found
+from envscaler.importers.replay_score import AnswersFileError
+from envscaler.importers.tau_bench.scoring import ActionsFileError, read_actions, terminate_tools
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "tau_bench"
 

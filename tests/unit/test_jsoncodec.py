@@ -1,4 +1,4 @@
-"""`common.jsoncodec`: orjson's speed, with the standard library's answer wherever orjson refuses
+"""`envscaler.common.jsoncodec`: orjson's speed, with the standard library's answer wherever orjson refuses
 what the standard library accepts (the gateway must not start refusing valid messages)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from common import jsoncodec
-from sandbox.runtime import protocol
+from envscaler.common import jsoncodec
+from envscaler.sandbox.runtime import protocol
 
 
 @pytest.mark.parametrize("value", [

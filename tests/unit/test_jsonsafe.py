@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.runtime.jsonsafe import MAX_DEPTH, NotData, dumps, to_json_safe, to_json_text
+from envscaler.sandbox.runtime.jsonsafe import MAX_DEPTH, NotData, dumps, to_json_safe, to_json_text
 
 
 class Color(enum.Enum):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from envformat.loader import load_env
-from sandbox.runtime import mergepatch
+from envscaler.format.loader import load_env
+from envscaler.sandbox.runtime import mergepatch
 from tests.integration.gateway_fixtures import build_catalogue
 
 

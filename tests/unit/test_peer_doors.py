@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from envscaler_client.adapters.nemo_gym import responses_tools
 
-from server.doors.nemo_gym import aggregate, is_tool_path
+from envscaler.server.doors.nemo_gym import aggregate, is_tool_path
 
 
 def test_aggregate_groups_rewards_by_task_and_overall() -> None:

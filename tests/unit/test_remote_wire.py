@@ -14,9 +14,9 @@ from collections.abc import Callable
 import pytest
 from pydantic import ValidationError
 
-from common import jsoncodec
-from sandbox.config import ClusterAuth
-from sandbox.errors import (
+from envscaler.common import jsoncodec
+from envscaler.sandbox.config import ClusterAuth
+from envscaler.sandbox.errors import (
     CallTimeout,
     CapacityExhausted,
     RuntimeFault,
@@ -24,13 +24,13 @@ from sandbox.errors import (
     SandboxGone,
     SandboxUnavailable,
 )
-from sandbox.remote import wire
-from sandbox.remote.connection import HostConnection
-from sandbox.remote.faults import from_wire, to_wire
-from sandbox.remote.registry import HostInfo, signature, verified
-from sandbox.runtime import protocol
-from server.settings import Settings
-from server.store import (
+from envscaler.sandbox.remote import wire
+from envscaler.sandbox.remote.connection import HostConnection
+from envscaler.sandbox.remote.faults import from_wire, to_wire
+from envscaler.sandbox.remote.registry import HostInfo, signature, verified
+from envscaler.sandbox.runtime import protocol
+from envscaler.server.settings import Settings
+from envscaler.server.store import (
     LIVE_KEYS,
     SLOTS,
     call_ids_key,

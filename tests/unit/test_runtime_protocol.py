@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from sandbox.runtime import protocol
-from sandbox.runtime.host import OperationError
-from sandbox.runtime.server import parse_request
+from envscaler.sandbox.runtime import protocol
+from envscaler.sandbox.runtime.host import OperationError
+from envscaler.sandbox.runtime.server import parse_request
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,7 +140,7 @@ def runtime() -> Iterator[str]:
     directory = tempfile.mkdtemp(prefix="esrt-", dir="/tmp")
     path = os.path.join(directory, "runtime.sock")
     Path(path).touch()  # a stale file where the socket goes: the runtime must replace it
-    process = subprocess.Popen([sys.executable, "-s", "-m", "sandbox.runtime", "--socket", path],
+    process = subprocess.Popen([sys.executable, "-s", "-m", "envscaler.sandbox.runtime", "--socket", path],
                                cwd=REPO_ROOT, stderr=subprocess.PIPE,
                                env={"PYTHONHASHSEED": "0", "TZ": "UTC", "PATH": os.defpath})
     assert process.stderr is not None

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.runtime import protocol
-from sandbox.runtime.determinism import Determinism
-from sandbox.runtime.host import EnvHost, OperationError
-from sandbox.runtime.server import RuntimeServer
+from envscaler.sandbox.runtime import protocol
+from envscaler.sandbox.runtime.determinism import Determinism
+from envscaler.sandbox.runtime.host import EnvHost, OperationError
+from envscaler.sandbox.runtime.server import RuntimeServer
 
 SOURCE = """
 class Shelf:

@@ -13,7 +13,7 @@ from tests.deadlines import scaled
 
 PROBE = """
 import ctypes, json
-from sandbox.runtime.seccomp import deny_io_uring
+from envscaler.sandbox.runtime.seccomp import deny_io_uring
 
 libc = ctypes.CDLL(None, use_errno=True)
 

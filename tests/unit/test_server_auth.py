@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.auth import ANONYMOUS_ADMIN, Authenticator, check_agent, token_hash, verify_agent
-from server.errors import ApiError
+from envscaler.server.auth import ANONYMOUS_ADMIN, Authenticator, check_agent, token_hash, verify_agent
+from envscaler.server.errors import ApiError
 
 SESSION = "s" * 24
 TOKEN = f"{SESSION}.{'t' * 32}"

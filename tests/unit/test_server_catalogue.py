@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from server.catalogue import ServedCatalogue
-from server.errors import ApiError
+from envscaler.server.catalogue import ServedCatalogue
+from envscaler.server.errors import ApiError
 
 ROOT = Path(__file__).resolve().parents[2] / "generated_envs"
 
@@ -125,7 +125,7 @@ def test_a_bad_scenario_line_is_logged_and_its_environment_served(
     assert any(f"{path}:2: invalid JSON" in record.getMessage() for record in caplog.records)
 
 
-# jsonschema_rs accepts the usual calls before jsonschema is asked (server.catalogue.FAST_KEYWORDS)
+# jsonschema_rs accepts the usual calls before jsonschema is asked (envscaler.server.catalogue.FAST_KEYWORDS)
 
 VALUES = [None, True, False, 0, 1, -1, 1.0, -0.0, 1.5, 2**70, "", "x", "é", "😀😀", "a\u0301",
           [], [1], [1.0], [True], ["x", "x"], {}, {"a": 1}, {"a": True}]
@@ -162,7 +162,7 @@ def test_every_catalogue_tool_is_judged_fast_first(catalogue: ServedCatalogue) -
 def test_jsonschema_rs_accepts_only_what_jsonschema_accepts(catalogue: ServedCatalogue) -> None:
     from jsonschema import Draft202012Validator
 
-    from server.catalogue import _fast_validator, tool_parameters
+    from envscaler.server.catalogue import _fast_validator, tool_parameters
 
     schemas = EDGE_SCHEMAS + [
         tool_parameters(tool) for env in catalogue.envs.values() for tool in env.tools
@@ -179,7 +179,7 @@ def test_jsonschema_rs_accepts_only_what_jsonschema_accepts(catalogue: ServedCat
 
 
 def test_other_keywords_are_judged_by_jsonschema_alone() -> None:
-    from server.catalogue import _fast_validator
+    from envscaler.server.catalogue import _fast_validator
 
     for schema in (
         {"type": "string", "pattern": "^[0-9]+$"},

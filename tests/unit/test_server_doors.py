@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from server.catalogue import ServedCatalogue, ServedEnv
-from server.doors.episodes import Outcome, call
-from server.doors.ors import chunks, run_tool_output
-from server.doors.tasks import parse_spec, task_at
-from server.errors import ApiError
+from envscaler.server.catalogue import ServedCatalogue, ServedEnv
+from envscaler.server.doors.episodes import Outcome, call
+from envscaler.server.doors.ors import chunks, run_tool_output
+from envscaler.server.doors.tasks import parse_spec, task_at
+from envscaler.server.errors import ApiError
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import httpx
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from server import errors
-from server.errors import ApiError, retry_after
+from envscaler.server import errors
+from envscaler.server.errors import ApiError, retry_after
 
 
 class Body(BaseModel):

@@ -1,4 +1,4 @@
-"""What the tool call's fast path takes (`server.fastcall`); the rest goes to the documented route,
+"""What the tool call's fast path takes (`envscaler.server.fastcall`); the rest goes to the documented route,
 which tests/integration/test_gateway_fastcall.py shows answers the same."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from server.fastcall import _call_request, _session_id
-from server.jsonlimits import JsonLimits
-from server.requestguard import is_json as _json
+from envscaler.server.fastcall import _call_request, _session_id
+from envscaler.server.jsonlimits import JsonLimits
+from envscaler.server.requestguard import is_json as _json
 
 SESSION = "A" * 24
 

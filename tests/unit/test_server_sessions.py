@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from server.errors import ApiError
-from server.jsonlimits import JsonLimits
-from server.sessions import CallOutcome, check_session_id, new_session_id, parse_arguments
-from server.store import Record
+from envscaler.server.errors import ApiError
+from envscaler.server.jsonlimits import JsonLimits
+from envscaler.server.sessions import CallOutcome, check_session_id, new_session_id, parse_arguments
+from envscaler.server.store import Record
 
 LIMITS = JsonLimits(depth=4, items=3, keys=3, string=10)
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from envformat import derive_tools
-from synth.gates.argsgen import ValuePool, generate_cases
+from envscaler.format import derive_tools
+from envscaler.synth.gates.argsgen import ValuePool, generate_cases
 
 SOURCE = '''
 from typing import Dict, List, Literal, Optional, TypedDict

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from synth.skel.dedup import TopicText, cosine, deduplicate, jaccard, tfidf_vectors, tokens
-from synth.skel.topics import TaskFileError, env_id_for, read_tasks, unique_env_id
+from envscaler.synth.skel.dedup import TopicText, cosine, deduplicate, jaccard, tfidf_vectors, tokens
+from envscaler.synth.skel.topics import TaskFileError, env_id_for, read_tasks, unique_env_id
 
 
 def topic(item: str, summary: str, introduction: str, usefulness: int = 8,

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from synth.llm import ItemDropped, ModelClient, ParseError, SynthAbort, TransientFailure
-from synth.replay_server import ChatServer, ReplayServer, error_body
-from synth.settings import SynthSettings
-from synth.transcript import Transcript
+from envscaler.synth.llm import ItemDropped, ModelClient, ParseError, SynthAbort, TransientFailure
+from envscaler.synth.replay_server import ChatServer, ReplayServer, error_body
+from envscaler.synth.settings import SynthSettings
+from envscaler.synth.transcript import Transcript
 
 MESSAGES = [{"role": "system", "content": "Answer in JSON."}, {"role": "user", "content": "Go"}]
 

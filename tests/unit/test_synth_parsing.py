@@ -6,11 +6,11 @@ import ast
 
 import pytest
 
-from synth.llm import ParseError
-from synth.parsing import fenced_blocks, json_reply, json_value, python_reply
-from synth.scen.models import ChecklistReply, SolutionReply, TaskReply
-from synth.skel.assemble import Method, assemble, hoist, parse_method, parse_skeleton
-from synth.skel.models import CallChoice, CheckerVerdict, OperationList, TaskJudgement, Topic
+from envscaler.synth.llm import ParseError
+from envscaler.synth.parsing import fenced_blocks, json_reply, json_value, python_reply
+from envscaler.synth.scen.models import ChecklistReply, SolutionReply, TaskReply
+from envscaler.synth.skel.assemble import Method, assemble, hoist, parse_method, parse_skeleton
+from envscaler.synth.skel.models import CallChoice, CheckerVerdict, OperationList, TaskJudgement, Topic
 
 
 def test_json_is_taken_from_the_last_json_block() -> None:

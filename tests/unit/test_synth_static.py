@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from synth.gates.static import check_function_problems, static_gate
+from envscaler.synth.gates.static import check_function_problems, static_gate
 from tests.conftest import REPO_ROOT
 
 GOOD = '''

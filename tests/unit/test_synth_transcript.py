@@ -9,20 +9,20 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from synth.catalogue import provenance_date, split_for
-from synth.codeinfo import class_header, method_source, state_attributes, state_schemas
-from synth.diff import diff_text, state_diff
-from synth.envcode import config_validator
-from synth.llm import ParseError
-from synth.settings import SynthSettings
-from synth.transcript import (
+from envscaler.synth.catalogue import provenance_date, split_for
+from envscaler.synth.codeinfo import class_header, method_source, state_attributes, state_schemas
+from envscaler.synth.diff import diff_text, state_diff
+from envscaler.synth.envcode import config_validator
+from envscaler.synth.llm import ParseError
+from envscaler.synth.settings import SynthSettings
+from envscaler.synth.transcript import (
     ReplayMiss,
     Transcript,
     TranscriptError,
     canonical_request,
     request_key,
 )
-from synth.workdir import DROPPED, OK, ItemRecord, WorkDir, fingerprint
+from envscaler.synth.workdir import DROPPED, OK, ItemRecord, WorkDir, fingerprint
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "ü"}]
 

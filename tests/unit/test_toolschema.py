@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from envformat.toolschema import (
+from envscaler.format.toolschema import (
     MAX_RECORD_DEPTH,
     ToolSchemaError,
     class_names,

@@ -15,8 +15,8 @@ import pytest
 from pydantic import BaseModel
 
 from envscaler_client import models as client_models
-from server.app import create_app
-from server.settings import Settings
+from envscaler.server.app import create_app
+from envscaler.server.settings import Settings
 
 REF = "#/components/schemas/{model}"
 

@@ -1,0 +1,1 @@
+"""EnvScaler: synthesized tool-interactive environments for LLM agents, served from sandboxes."""

@@ -1,3 +1,0 @@
-"""Sandboxes of other nodes: a sandbox host serves its node's sandboxes over authenticated TCP
-(``host``), gateways reach them through ``sandbox.backends.remote`` and find hosts in Redis
-(``registry``). Unix sockets never leave their node."""
