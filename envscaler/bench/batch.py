@@ -17,13 +17,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import docker
 
 from envscaler.bench import rollouts
 from envscaler.bench.gateway import Gateway, GatewayOptions
 from envscaler.bench.workload import lanes as make_lanes
 from envscaler.bench.workload import load_envs
-from envscaler.sandbox.image import ensure_image
+from envscaler.sandbox.image import resolve_image
 from envscaler.server.settings import Settings
 
 TIMEOUT = 1800.0
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window", type=float, default=30.0, help="seconds of episodes")
     args = parser.parse_args(argv)
     settings = Settings()
-    image = ensure_image(docker.from_env(), settings.sandbox_base_image)
+    image = resolve_image(settings)
     envs = load_envs(settings.catalogue, ())
     with Gateway(GatewayOptions(), image, Path(tempfile.mkdtemp(prefix="batch-"))) as gateway:
         gateway.wait_ready()

@@ -43,7 +43,7 @@ from envscaler.bench.gateway import Gateway, GatewayOptions
 from envscaler.bench.workload import lanes, load_envs
 from envscaler_client import AsyncEnvClient, connection_limits
 from envscaler_client._transport import PoolTransport
-from envscaler.sandbox.image import ensure_image
+from envscaler.sandbox.image import resolve_image
 from envscaler.server.settings import Settings
 
 SHARD_LANES = 16
@@ -198,7 +198,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     settings = Settings()
-    image = ensure_image(docker.from_env(timeout=120), settings.sandbox_base_image)
+    image = resolve_image(settings, docker.from_env(timeout=120))
     envs = load_envs(settings.catalogue, ())
     scratch = Path(tempfile.mkdtemp(prefix="envscaler-transport-"))
     gateway = Gateway(GatewayOptions(pool_size=16), image, scratch)

@@ -31,13 +31,13 @@ from envscaler.bench.procstat import CpuMeter
 from envscaler.bench.stats import summary
 from envscaler.bench.waits import within
 from envscaler.bench.workload import Probe
+from envscaler.checkout import REPO_ROOT
 from envscaler.format.loader import EnvPackage
 from envscaler.sandbox.backends.remote import RemoteBackend
 from envscaler.sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig
 from envscaler.sandbox.sandbox import Sandbox
 from envscaler.server.embedded_redis import EmbeddedRedis
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 REGISTER_TIMEOUT = 120.0  # seconds for a host to start and publish itself (its warm pool fills)
 PREPARE_TIMEOUT = 180.0  # seconds to create and load the sandboxes of a figure through the hosts
 RELEASE_TIMEOUT = 60.0  # seconds to destroy them, or to close the backend

@@ -65,7 +65,7 @@ from envscaler.bench.gateway import (LEASE_EXPIRED, RUN_PREFIX, Gateway, Gateway
 from envscaler.bench.procstat import CpuMeter, descendants, wait_for_quiet
 from envscaler.bench.stopping import STOP, end_processes
 from envscaler.bench.workload import lanes, load_envs, probe, scenario_with_checks
-from envscaler.sandbox.image import ensure_image
+from envscaler.sandbox.image import resolve_image
 from envscaler.server.settings import Settings
 
 BENCH_LABEL = "envscaler.bench"
@@ -106,7 +106,7 @@ class Run:
     def execute(self) -> dict[str, Any]:
         config, settings = self.config, Settings()
         began = time.perf_counter()
-        image = ensure_image(self.docker, settings.sandbox_base_image)
+        image = resolve_image(settings, self.docker)
         envs = load_envs(settings.catalogue, config.envs)
         probes = {env_id: probe(envs[env_id]) for env_id in config.envs}
         main_env = config.envs[0]

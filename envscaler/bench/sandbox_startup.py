@@ -22,7 +22,7 @@ import docker
 from envscaler.format.loader import load_catalogue
 from envscaler.sandbox.backends.docker import DockerBackend
 from envscaler.sandbox.config import SandboxConfig
-from envscaler.sandbox.image import ensure_image
+from envscaler.sandbox.image import resolve_image
 from envscaler.sandbox.pool import SandboxPool
 from envscaler.server.settings import Settings
 
@@ -43,7 +43,7 @@ def _idle_memory_mib(client: docker.DockerClient, container_id: str) -> float:
 async def run(samples: int) -> dict[str, object]:
     settings = Settings()
     client = docker.from_env()
-    image = await asyncio.to_thread(ensure_image, client, settings.sandbox_base_image)
+    image = await asyncio.to_thread(resolve_image, settings, client)
     env = load_catalogue(settings.catalogue, strict=True).envs["library_loans"]
     scenario = env.scenarios[0]
     config = SandboxConfig(sandbox_image=image,

@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from envscaler_client import (
@@ -27,8 +27,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from envscaler.server.settings import DEFAULT_CATALOGUE as DEFAULT_CATALOGUE
-from envscaler.server.settings import Settings
+from envscaler.checkout import DEFAULT_CATALOGUE as DEFAULT_CATALOGUE
+
+if TYPE_CHECKING:
+    from envscaler.server.settings import Settings
 
 Url = Annotated[str, typer.Option("--url", envvar="ENVSCALER_URL", help="The gateway's URL.")]
 """``url: Url = DEFAULT_URL`` (`envscaler_client.DEFAULT_URL`)."""
@@ -108,6 +110,8 @@ def settings() -> Settings:
     """The ENVSCALER_* settings; one refused (a weak cluster secret, a size that is none) ends
     the command with why, exit status 2, rather than a traceback (and without the value, which
     may be a secret)."""
+    from envscaler.server.settings import Settings
+
     try:
         return Settings()
     except ValidationError as exc:

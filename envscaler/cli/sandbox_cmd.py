@@ -77,8 +77,8 @@ def host(listen: str = typer.Option(..., help="HOST:PORT to serve gateways on"),
                                        "(default: --listen)")) -> None:
     """Serve this node's sandboxes to gateways over authenticated TCP (ENVSCALER_CLUSTER_SECRET;
     TLS with ENVSCALER_HOST_TLS_CERT and _KEY), published in ENVSCALER_REDIS_URL."""
-    from envscaler.sandbox.remote.host import HostAddress
-    from envscaler.sandbox.remote.wire import split_address
+    from envscaler.sandbox.hosts.server import HostAddress
+    from envscaler.sandbox.hosts.wire import split_address
     from envscaler.server.sandbox_host import check, run_host
 
     settings = load_settings()

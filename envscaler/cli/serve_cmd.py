@@ -71,7 +71,7 @@ def serve(
     # (images), not after it.
     with _embedded_redis(settings) as settings:
         if settings.sandbox_backend == "docker":
-            image = settings.sandbox_image or _sandbox_image(settings.sandbox_base_image)
+            image = _sandbox_image(settings)
             settings = settings.model_copy(update={"sandbox_image": image})
             requirement_images(image, catalogue)  # once, before the workers each look for them
         _serve(host, port, workers, settings)
@@ -172,16 +172,15 @@ def _serve_workers(workers: int, config: dict[str, object], settings: Settings) 
         raise typer.Exit(1) from None
 
 
-def _sandbox_image(base_image: str) -> str:
-    import docker
+def _sandbox_image(settings: Settings) -> str:
     from docker.errors import DockerException
 
     from envscaler.sandbox.errors import SandboxUnavailable
-    from envscaler.sandbox.image import ensure_image
+    from envscaler.sandbox.image import resolve_image
 
     try:
         with console.status("checking the sandbox image"):
-            return ensure_image(docker.from_env(), base_image)
+            return resolve_image(settings)
     except (DockerException, SandboxUnavailable) as exc:
         console.print(f"[red]error:[/red] {exc}\nrun scripts/bootstrap, or set "
                       "ENVSCALER_SANDBOX_BACKEND=process on a host without Docker")

@@ -57,7 +57,7 @@ def _decoded(text: str) -> bytes | None:
 
 @dataclass(frozen=True)
 class ClusterAuth:
-    """What gateways and sandbox hosts need to trust each other (``envscaler.sandbox.remote.wire``): the
+    """What gateways and sandbox hosts need to trust each other (``envscaler.sandbox.hosts.wire``): the
     shared cluster secret and, optionally, TLS (a host's certificate and key; the CA file a
     gateway checks it with). A weak secret is refused here (``ValueError``), wherever the
     secret comes from."""

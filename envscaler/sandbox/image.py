@@ -6,6 +6,7 @@ import hashlib
 import io
 import tarfile
 from pathlib import Path
+from typing import Protocol
 
 import docker
 from docker.errors import BuildError, ImageNotFound
@@ -62,6 +63,20 @@ def build_image(client: docker.DockerClient, base_image: str) -> str:
         raise SandboxUnavailable(f"building {tag} failed: {exc.msg}\n{log[-2000:]}") from exc
     client.images.get(tag).tag(REPOSITORY, "latest")
     return tag
+
+
+class ImageSettings(Protocol):
+    sandbox_image: str | None
+    sandbox_base_image: str
+
+
+def resolve_image(settings: ImageSettings, client: docker.DockerClient | None = None) -> str:
+    """The image sandboxes run, the one answer for every entry point: the configured one
+    (``ENVSCALER_SANDBOX_IMAGE``), else this checkout's, built on the base image when the engine
+    lacks it."""
+    if settings.sandbox_image:
+        return settings.sandbox_image
+    return ensure_image(client or docker.from_env(), settings.sandbox_base_image)
 
 
 def ensure_image(client: docker.DockerClient, base_image: str) -> str:

@@ -69,18 +69,11 @@ def configure_logging(level: str) -> None:
 
 
 async def sandbox_image(settings: Settings) -> str:
-    if settings.sandbox_image:
-        return settings.sandbox_image
-    if settings.sandbox_backend != "docker":
+    if settings.sandbox_backend != "docker" and not settings.sandbox_image:
         return ""
-    import docker
+    from envscaler.sandbox.image import resolve_image
 
-    from envscaler.sandbox.image import ensure_image
-
-    def build() -> str:
-        return ensure_image(docker.from_env(), settings.sandbox_base_image)
-
-    return await asyncio.to_thread(build)
+    return await asyncio.to_thread(resolve_image, settings)
 
 
 def create_app(

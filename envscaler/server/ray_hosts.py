@@ -38,7 +38,7 @@ class HostActor:
         Raises when the node cannot run the backend (no Docker engine)."""
         from envscaler.sandbox.backends import make_backend
         from envscaler.sandbox.pool import SandboxPool
-        from envscaler.sandbox.remote.host import HostAddress
+        from envscaler.sandbox.hosts.server import HostAddress
         from envscaler.server.app import configure_logging, sandbox_image
         from envscaler.server.sandbox_host import check, given_host_settings, new_host, registry_redis
 

@@ -1,5 +1,5 @@
 """`envscaler sandbox host`: this node's sandbox backend, warm pool and socket root served to
-gateways over authenticated TCP (``envscaler.sandbox.remote.host``), published in the registry in
+gateways over authenticated TCP (``envscaler.sandbox.hosts.server``), published in the registry in
 ENVSCALER_REDIS_URL, until SIGTERM or SIGINT."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 from envscaler.sandbox.backends import make_backend
 from envscaler.sandbox.pool import SandboxPool
-from envscaler.sandbox.remote.host import HostAddress, SandboxHost
+from envscaler.sandbox.hosts.server import HostAddress, SandboxHost
 from envscaler.common.redisclient import connect
-from envscaler.sandbox.remote.registry import HostRegistry
+from envscaler.sandbox.hosts.registry import HostRegistry
 from envscaler.server.app import configure_logging, sandbox_image
 from envscaler.server.settings import GivenSettings, Settings
 

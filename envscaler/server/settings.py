@@ -16,13 +16,11 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from envscaler.checkout import DEFAULT_CATALOGUE
 from envscaler.sandbox.checkers import CheckBudget
 from envscaler.sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig, parse_size, secret_problem
 from envscaler.server.jsonlimits import JsonLimits
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CATALOGUE = REPO_ROOT / "generated_envs"
-"""The checkout's catalogue: the default of the gateway and of every command, from any directory."""
 
 
 class Settings(BaseSettings):

@@ -72,14 +72,10 @@ class SandboxHub:
         configuration names none (as ``envscaler serve`` does)."""
         from envscaler.server.settings import Settings
 
+        from envscaler.sandbox.image import resolve_image
+
         settings = Settings()
-        image = settings.sandbox_image or ""
-        if settings.sandbox_backend == "docker" and not image:
-            import docker
-
-            from envscaler.sandbox.image import ensure_image
-
-            image = ensure_image(docker.from_env(), settings.sandbox_base_image)
+        image = resolve_image(settings) if settings.sandbox_backend == "docker" else ""
         config = settings.sandbox_config(image=image, labels=labels)
         return cls(config, Limits.from_settings(settings), limit=limit,
                    instance=f"synth-{settings.instance}")

@@ -18,9 +18,9 @@ import redis as redis_sync
 from envscaler.sandbox.backends import make_backend
 from envscaler.sandbox.config import ClusterAuth, ClusterConfig, SandboxConfig
 from envscaler.sandbox.pool import SandboxPool
-from envscaler.sandbox.remote.host import HandshakeLimits, HostAddress, SandboxHost
+from envscaler.sandbox.hosts.server import HandshakeLimits, HostAddress, SandboxHost
 from envscaler.common.redisclient import connect
-from envscaler.sandbox.remote.registry import HOSTS_KEY, HostInfo, HostRegistry
+from envscaler.sandbox.hosts.registry import HOSTS_KEY, HostInfo, HostRegistry
 from tests.conftest import REPO_ROOT, SOCKET_ROOT, TEST_LABELS, new_instance
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import ChildProcess, free_port

@@ -16,7 +16,7 @@ from envscaler.sandbox.backends.docker import SLOT_UIDS, DockerBackend
 from envscaler.sandbox.config import SandboxConfig
 from envscaler.sandbox.errors import CallTimeout, CapacityExhausted, RuntimeFault, SandboxGone
 from envscaler.sandbox.pool import SandboxPool
-from envscaler.sandbox.runtime.host import source_digest
+from envscaler.sandbox.runtime.envhost import source_digest
 from envscaler.sandbox.runtime.protocol import runtime_socket_name
 from envscaler.sandbox.sandbox import Sandbox
 from tests.conftest import new_instance
@@ -133,7 +133,7 @@ class Probe:
     def compiled(self) -> dict:
         """The digests of the sources this runtime found compiled by its keeper."""
         import sys
-        return {"success": True, "data": sorted(sys.modules["envscaler.sandbox.runtime.host"].COMPILED)}
+        return {"success": True, "data": sorted(sys.modules["envscaler.sandbox.runtime.envhost"].COMPILED)}
 
     def kill_everything(self) -> dict:
         try:

@@ -23,8 +23,8 @@ from envscaler.sandbox.backends import make_backend
 from envscaler.sandbox.backends.remote import RemoteBackend
 from envscaler.sandbox.config import ClusterAuth
 from envscaler.sandbox.errors import SandboxGone
-from envscaler.sandbox.remote.connection import HostConnection, HostUnreachable
-from envscaler.sandbox.remote.registry import HOSTS_KEY, HostRegistry
+from envscaler.sandbox.hosts.connection import HostConnection, HostUnreachable
+from envscaler.sandbox.hosts.registry import HOSTS_KEY, HostRegistry
 from envscaler.sandbox.sandbox import Sandbox
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER_SOURCE, free_port, own_redis_db

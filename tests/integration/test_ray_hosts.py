@@ -20,7 +20,7 @@ import httpx
 import pytest
 import redis as redis_sync
 
-from envscaler.sandbox.remote.registry import HOSTS_KEY
+from envscaler.sandbox.hosts.registry import HOSTS_KEY
 from tests.conftest import REPO_ROOT, SOCKET_ROOT
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import (

@@ -18,10 +18,10 @@ from envscaler.sandbox.backends.base import SandboxHandle
 from envscaler.sandbox.backends.remote import RemoteBackend
 from envscaler.sandbox.config import ClusterAuth
 from envscaler.sandbox.errors import RuntimeFault, SandboxGone, SandboxUnavailable
-from envscaler.sandbox.remote.connection import HostConnection, HostUnreachable
-from envscaler.sandbox.remote import wire
-from envscaler.sandbox.remote.host import HandshakeLimits, SandboxHost
-from envscaler.sandbox.remote.registry import FORGET_AFTER, HOSTS_KEY, HostInfo, HostRegistry
+from envscaler.sandbox.hosts.connection import HostConnection, HostUnreachable
+from envscaler.sandbox.hosts import wire
+from envscaler.sandbox.hosts.server import HandshakeLimits, SandboxHost
+from envscaler.sandbox.hosts.registry import FORGET_AFTER, HOSTS_KEY, HostInfo, HostRegistry
 from envscaler.sandbox.sandbox import Sandbox
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER_SOURCE, own_redis_db

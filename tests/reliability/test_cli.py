@@ -17,7 +17,7 @@ import pytest
 from envscaler.cli import check_cmd
 from rich.console import Console
 
-from envscaler.server.settings import DEFAULT_CATALOGUE
+from envscaler.checkout import DEFAULT_CATALOGUE
 from tests.deadlines import scaled
 from tests.integration.gateway_fixtures import COUNTER, LIBRARY
 from tests.integration.live_gateway import *  # the fixtures: catalogue_root, live_gateway

@@ -146,7 +146,7 @@ async def test_host_files_are_out_of_reach(stage: Stage, client: httpx.AsyncClie
 
 async def test_writes_outside_tmp_fail(stage: Stage, client: httpx.AsyncClient) -> None:
     sid = await new_session(client, "escape_artist")
-    for path in ["/etc/passwd", "/opt/envscaler/sandbox/runtime/host.py", "/evil",
+    for path in ["/etc/passwd", "/opt/envscaler/sandbox/runtime/envhost.py", "/evil",
                  "/var/tmp/x", "/run/envscaler/planted", "/proc/sys/kernel/hostname"]:
         answer = await result(client, sid, "write_file", path=path, text="x")
         assert answer["success"] is False, (path, answer)

@@ -15,7 +15,7 @@ from envscaler.sandbox.runtime.determinism import DEFAULT_START, VirtualClock, p
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PRELUDE = """
 import json
-import envscaler.sandbox.runtime.host  # as in the runtime: its modules are imported before install()
+import envscaler.sandbox.runtime.envhost  # as in the runtime: its modules are imported before install()
 from envscaler.sandbox.runtime import determinism
 d = determinism.install()
 def reseed(seed, start=determinism.DEFAULT_START):

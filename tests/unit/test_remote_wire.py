@@ -24,10 +24,10 @@ from envscaler.sandbox.errors import (
     SandboxGone,
     SandboxUnavailable,
 )
-from envscaler.sandbox.remote import wire
-from envscaler.sandbox.remote.connection import HostConnection
-from envscaler.sandbox.remote.faults import from_wire, to_wire
-from envscaler.sandbox.remote.registry import HostInfo, signature, verified
+from envscaler.sandbox.hosts import wire
+from envscaler.sandbox.hosts.connection import HostConnection
+from envscaler.sandbox.hosts.faults import from_wire, to_wire
+from envscaler.sandbox.hosts.registry import HostInfo, signature, verified
 from envscaler.sandbox.runtime import protocol
 from envscaler.server.settings import Settings
 from envscaler.server.store import (

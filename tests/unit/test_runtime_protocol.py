@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from envscaler.sandbox.runtime import protocol
-from envscaler.sandbox.runtime.host import OperationError
+from envscaler.sandbox.runtime.envhost import OperationError
 from envscaler.sandbox.runtime.server import parse_request
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import pytest
 
 from envscaler.sandbox.runtime import protocol
 from envscaler.sandbox.runtime.determinism import Determinism
-from envscaler.sandbox.runtime.host import EnvHost, OperationError
+from envscaler.sandbox.runtime.envhost import EnvHost, OperationError
 from envscaler.sandbox.runtime.server import RuntimeServer
 
 SOURCE = """

@@ -56,18 +56,15 @@ _OUTCOMES = TypeAdapter(dict[str, BfclOutcome])
 def images(requirement_sets: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
     """The image of each requirement set (the empty set: the sandbox image), built when this
     Docker engine lacks it, as `envscaler sandbox build` builds them."""
-    import docker
     from docker.errors import DockerException
 
     from envscaler.sandbox.errors import SandboxUnavailable
-    from envscaler.sandbox.image import ensure_image
+    from envscaler.sandbox.image import resolve_image
     from envscaler.sandbox.image_pools import build_images
     from envscaler.server.settings import Settings
 
-    settings = Settings()
     try:
-        base = settings.sandbox_image or ensure_image(docker.from_env(),
-                                                      settings.sandbox_base_image)
+        base = resolve_image(Settings())
     except (DockerException, SandboxUnavailable) as exc:
         raise ContainerError(f"no sandbox image to run BFCL's code in: {exc}") from exc
     sets = set(requirement_sets)

@@ -1,4 +1,4 @@
-"""Sandboxes on sandbox hosts (``envscaler.sandbox.remote.host``), reached over TCP: the same interface as
+"""Sandboxes on sandbox hosts (``envscaler.sandbox.hosts.server``), reached over TCP: the same interface as
 a local backend, so the pool and the session layer do not change shape.
 
 A handle names its host by its ``instance`` (a host's sandboxes carry the host's instance id),
@@ -21,11 +21,11 @@ from typing import Any
 from envscaler.sandbox.backends.base import RUNTIME, SandboxBackend, SandboxHandle
 from envscaler.sandbox.config import ClusterConfig, SandboxConfig
 from envscaler.sandbox.errors import CapacityExhausted, SandboxGone, SandboxUnavailable
-from envscaler.sandbox.remote.connection import HostConnection, HostUnreachable
-from envscaler.sandbox.remote.registry import STALE_BEATS, HostInfo, HostRegistry
+from envscaler.sandbox.hosts.connection import HostConnection, HostUnreachable
+from envscaler.sandbox.hosts.registry import STALE_BEATS, HostInfo, HostRegistry
 from envscaler.common.redisclient import connect
 
-log = logging.getLogger("envscaler.sandbox.remote")
+log = logging.getLogger("envscaler.sandbox.hosts")
 
 REFRESH_INTERVAL = 1.0  # seconds between reads of the hosts' registry
 

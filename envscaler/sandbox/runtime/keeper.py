@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from envscaler.sandbox.runtime import contain, determinism, protocol
-from envscaler.sandbox.runtime import host as env_host
-from envscaler.sandbox.runtime.host import EnvHost
+from envscaler.sandbox.runtime import envhost as env_host
+from envscaler.sandbox.runtime.envhost import EnvHost
 from envscaler.sandbox.runtime.protocol import Field, OperationError, describe_exception, parse_request
 from envscaler.sandbox.runtime.server import RuntimeServer
 

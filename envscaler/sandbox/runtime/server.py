@@ -18,7 +18,7 @@ import threading
 from typing import Any
 
 from envscaler.sandbox.runtime import protocol
-from envscaler.sandbox.runtime.host import EnvHost
+from envscaler.sandbox.runtime.envhost import EnvHost
 from envscaler.sandbox.runtime.protocol import Field, OperationError, describe_exception
 
 _NONE = type(None)

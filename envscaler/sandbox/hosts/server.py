@@ -21,9 +21,9 @@ from envscaler.sandbox.backends.base import CHECKER, RUNTIME, SandboxBackend, Sa
 from envscaler.sandbox.errors import SandboxError, SandboxGone
 from envscaler.sandbox.pool import SandboxPool
 from envscaler.sandbox.config import ClusterAuth
-from envscaler.sandbox.remote import wire
-from envscaler.sandbox.remote.faults import BadHostRequest, to_wire
-from envscaler.sandbox.remote.registry import HostInfo, HostRegistry
+from envscaler.sandbox.hosts import wire
+from envscaler.sandbox.hosts.faults import BadHostRequest, to_wire
+from envscaler.sandbox.hosts.registry import HostInfo, HostRegistry
 from envscaler.sandbox.runtime import protocol
 from envscaler.sandbox.sandbox import Sandbox
 

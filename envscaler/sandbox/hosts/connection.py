@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envscaler.sandbox.config import ClusterAuth
-from envscaler.sandbox.remote import wire
-from envscaler.sandbox.remote.faults import from_wire
+from envscaler.sandbox.hosts import wire
+from envscaler.sandbox.hosts.faults import from_wire
 from envscaler.sandbox.runtime import protocol
 
-log = logging.getLogger("envscaler.sandbox.remote")
+log = logging.getLogger("envscaler.sandbox.hosts")
 
 CONNECT_TIMEOUT = 3.0
 

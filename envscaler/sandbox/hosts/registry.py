@@ -20,7 +20,7 @@ from typing import Any
 
 from envscaler.common import jsoncodec
 
-log = logging.getLogger("envscaler.sandbox.remote")
+log = logging.getLogger("envscaler.sandbox.hosts")
 
 HOSTS_KEY = "envscaler:hosts"
 STALE_BEATS = 3  # a host that missed this many heartbeats in a row is taken for dead
