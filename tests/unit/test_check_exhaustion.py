@@ -19,7 +19,7 @@ from envscaler.server import statesize
 from envscaler.server.errors import ApiError
 from envscaler.server.metrics import Metrics
 from envscaler.server.sessions import faults
-from envscaler.server.sessions.validation import Validation
+from envscaler.server.sessions.validation import Validator
 from envscaler.server.settings import Settings
 from tests.deadlines import scaled
 
@@ -137,7 +137,7 @@ class KillingCheckers:
 
 async def test_checks_that_end_their_checker_are_an_error_of_the_validation_not_a_reward() -> None:
     metrics = Metrics()
-    validation = Validation(settings=Settings(), store=None, catalogue=None, locks=None,
+    validation = Validator(settings=Settings(), store=None, catalogue=None, locks=None,
                             sandboxes=None, checkers=KillingCheckers(), metrics=metrics)
     with pytest.raises(ApiError) as raised:
         await validation._judge(["def check_func(final_state):\n    return True\n"],

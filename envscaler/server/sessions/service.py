@@ -22,7 +22,7 @@ from envscaler.server.sessions.replay import Rebuilds
 from envscaler.server.sessions.reset import Resets
 from envscaler.server.sessions.sandboxes import SessionSandboxes
 from envscaler.server.sessions.toolcall import ToolCalls
-from envscaler.server.sessions.validation import Validation
+from envscaler.server.sessions.validation import Validator
 from envscaler.server.settings import Settings
 from envscaler.server.store import SessionStore
 
@@ -54,7 +54,7 @@ class SessionService:
         self.expiry = SessionExpiry(settings, self.store, self.locks, self.sandboxes, metrics)
         lifecycle = Lifecycle(self.store, catalogue, self.locks, claims, self.sandboxes, metrics)
         reads = Reads(self.store, catalogue, self.locks, self.sandboxes)
-        validation = Validation(settings, self.store, catalogue, self.locks, self.sandboxes,
+        validation = Validator(settings, self.store, catalogue, self.locks, self.sandboxes,
                                 checkers, metrics)
         self.create = lifecycle.create
         self.delete = lifecycle.delete

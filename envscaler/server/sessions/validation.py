@@ -38,7 +38,7 @@ log = logging.getLogger("envscaler.server.sessions")
 
 
 @dataclass
-class Validation:
+class Validator:
     """``POST /v1/sessions/{id}/validate``: changes nothing, on any session that has a record."""
 
     settings: Settings
