@@ -98,11 +98,24 @@ async def no_task_left_by_the_test() -> AsyncIterator[None]:
     yield
     left = asyncio.all_tasks() - before - {asyncio.current_task()}
     if left:
-        logging.getLogger("tests").warning("cancelling %d tasks the test left: %s", len(left),
-                                           sorted(task.get_name() for task in left))
+        logging.getLogger("tests").warning(
+            "cancelling %d tasks the test left (where each waited):\n%s", len(left),
+            "\n".join(f"{task.get_name()}: {_where(task)}" for task in left))
         for task in left:
             task.cancel()
         await asyncio.wait(left, timeout=deadlines.scaled(LEAK_GRACE * 4))
+
+
+def _where(task: asyncio.Task[Any]) -> str:
+    """The innermost frames of a task's coroutine chain (what a test stopped by its timeout
+    was waiting for: pytest-timeout shows the threads, which are idle in an event loop)."""
+    frames, coroutine = [], task.get_coro()
+    while coroutine is not None:
+        frame = getattr(coroutine, "cr_frame", None) or getattr(coroutine, "ag_frame", None)
+        if frame is not None:
+            frames.append(f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+        coroutine = getattr(coroutine, "cr_await", None) or getattr(coroutine, "ag_await", None)
+    return " <- ".join(reversed(frames[-6:])) or "(not started)"
 
 
 @pytest.fixture(scope="session", autouse=True)
