@@ -16,6 +16,7 @@ import ast
 import copy
 import hashlib
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -141,7 +142,8 @@ def load_env(path: Path, *, strict: bool = False) -> EnvPackage:
                           f"{path.name!r}", field="id")
     source = _decode(source_path, source_bytes)
     tools = _derive(source_path, source, manifest.class_name)
-    sync_hint = f"run `envscaler catalogue sync {path}`"
+    sync_hint = (f"to write {ENV_MANIFEST}'s tools and content hash again from {ENV_SOURCE}, run: "
+                 f"{sync_command(path)}")
     if manifest.provenance.content_hash != content_hash(source_bytes):
         raise FormatError(manifest_path, f"does not match the sha256 of {ENV_SOURCE}; {sync_hint}",
                           field="provenance.content_hash")
@@ -154,6 +156,14 @@ def load_env(path: Path, *, strict: bool = False) -> EnvPackage:
         raise skipped[0]
     return EnvPackage(path=path, manifest=manifest, source=source, scenarios=scenarios,
                       skipped=skipped, data=data.texts)
+
+
+def sync_command(env_dir: Path) -> str:
+    """The shell command that runs `sync_manifest` on ``env_dir``, for a stale env.json's error
+    (the project's interpreter: the ``python`` of its venv)."""
+    program = ("import sys, pathlib, envscaler.format as f; "
+               "f.sync_manifest(pathlib.Path(sys.argv[1]))")
+    return f"python -c {shlex.quote(program)} {shlex.quote(str(env_dir))}"
 
 
 def sync_manifest(env_dir: Path) -> bool:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,8 @@ from envscaler.format import (
     sync_manifest,
 )
 
-CATALOGUE = Path(__file__).parents[2] / "generated_envs"
+REPO_ROOT = Path(__file__).parents[2]
+CATALOGUE = REPO_ROOT / "generated_envs"
 ENV_ID = "library_loans"
 
 
@@ -212,14 +216,21 @@ def test_stale_content_hash_asks_for_a_sync(env_dir: Path) -> None:
     source.write_text(source.read_text() + "# a trailing comment\n")
     error = load_error(env_dir)
     assert (error.file, error.field) == (env_dir / "env.json", "provenance.content_hash")
-    assert f"run `envscaler catalogue sync {env_dir}`" in error.message
+    # The hint is a command that works: run as it is given (with this interpreter), it rewrites
+    # env.json, and the folder loads.
+    command = shlex.split(error.message.split("run: ", 1)[1])
+    assert command[0] == "python" and command[-1] == str(env_dir)
+    environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    subprocess.run([sys.executable, *command[1:]], check=True, env=environment, timeout=60)
+    assert load_env(env_dir).manifest.id == ENV_ID
 
 
 def test_edited_tools_are_reported_at_the_first_difference(env_dir: Path) -> None:
     edit_manifest(env_dir, lambda d: d["tools"][2]["function"].update(description="edited"))
     error = load_error(env_dir)
     assert (error.file, error.field) == (env_dir / "env.json", "tools.2")
-    assert "envscaler catalogue sync" in error.message
+    assert "f.sync_manifest(pathlib.Path(sys.argv[1]))" in error.message
+    assert "envscaler catalogue sync" not in error.message  # no such command
 
 
 def test_a_missing_tool_is_reported_on_tools(env_dir: Path) -> None:
