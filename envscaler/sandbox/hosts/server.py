@@ -217,7 +217,7 @@ class SandboxHost:
             raise BadHostRequest("max_reply_bytes is an integer")
         if sandbox is None:
             raise SandboxGone(f"host {self.id} holds no such sandbox (gone, or never its own)")
-        return await envscaler.sandbox.client.request(request, limit)
+        return await sandbox.client.request(request, limit)
 
     async def _destroy(self, sandbox: Sandbox | None) -> None:
         """A gateway is done with it: back to the pool (recycled where the backend can; a

@@ -50,7 +50,7 @@ class SessionSandboxes:
     def close(self) -> None:
         # Sessions stay active in Redis; another gateway (or this one restarted) rebuilds them.
         for sandbox in list(self.held.values()):
-            envscaler.sandbox.client.close()
+            sandbox.client.close()
         self.held.clear()
 
     def adopt(self, session_id: str, sandbox: Sandbox) -> None:
@@ -69,7 +69,7 @@ class SessionSandboxes:
         if sandbox.owner is not None:
             sandbox.owner.reclaim(sandbox)
         else:
-            envscaler.sandbox.client.close()
+            sandbox.client.close()
 
     async def live_sandbox(self, record: Record) -> Sandbox | None:
         """The record's sandbox if it answers (held by this process, or attached via its handle)."""
