@@ -49,14 +49,14 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from envscaler.common import jsoncodec
+from envscaler.server import paths
 from envscaler.server.auth import Principal
 from envscaler.server.catalogue import ServedEnv, tool_name, tool_parameters
-from envscaler.server.doors.episodes import call_request
+from envscaler.server.doors.episodes import tool_call
 from envscaler.server.errors import ApiError, backend_unavailable, method_not_allowed
 from envscaler.server.sessions import SessionService
 
-MCP_PATH = "/v1/sessions/{session_id}/mcp"
-MCP_PREFIX, MCP_SUFFIX = "/v1/sessions/", "/mcp"
+MCP_PATH = paths.session_path(paths.MCP)
 SCOPE_KEY = "envscaler.mcp"  # the request's `McpCaller`, for the MCP handlers
 CALL_ID_META = "call_id"  # tools/call ``_meta`` key of the REST ``call_id``
 SEQ_META = "seq"  # and of its ``seq``
@@ -113,8 +113,8 @@ async def _call_tool(
     caller = _caller(ctx)
     try:
         meta = params.meta or {}
-        call = call_request(params.name, params.arguments, meta.get(CALL_ID_META),
-                            meta.get(SEQ_META))
+        call = tool_call(params.name, params.arguments, meta.get(CALL_ID_META),
+                         meta.get(SEQ_META))
         outcome = await caller.service.call(
             caller.principal, caller.session_id, call.name, call.arguments, call.call_id,
             call.seq)
@@ -184,12 +184,6 @@ class McpDoor:
         await manager.handle_request(scope, receive, send)
 
 
-def is_mcp_path(path: str) -> bool:
-    session_id = path[len(MCP_PREFIX):-len(MCP_SUFFIX)]
-    return (path.startswith(MCP_PREFIX) and path.endswith(MCP_SUFFIX) and bool(session_id)
-            and "/" not in session_id)
-
-
 class McpErrors:
     """Outermost ASGI layer: on MCP paths, the gateway's error answers (``{"ok": false, "error":
     {...}}``, from any layer) get ``jsonrpc``, ``id`` and ``error.code`` added, so each is also a
@@ -200,7 +194,7 @@ class McpErrors:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not is_mcp_path(scope["path"]):
+        if scope["type"] != "http" or paths.session_of(scope["path"], paths.MCP) is None:
             await self.app(scope, receive, send)
             return
         await self.app(scope, receive, _framing(send))
