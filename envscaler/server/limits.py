@@ -18,12 +18,12 @@ the event loop keeps serving other sessions meanwhile.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
 from envscaler.server import jsonlimits, paths
-from envscaler.server.doors.nemo_gym import is_tool_path
 from envscaler.server.errors import ApiError, arguments_too_large
 from envscaler.server.jsonlimits import JsonLimits
 from envscaler.server.statesize import StateLimit
@@ -42,11 +42,6 @@ def call_body_bytes(max_request_bytes: int, max_argument_bytes: int) -> int:
     return min(max_request_bytes, max_argument_bytes + CALL_ENVELOPE_BYTES)
 
 
-def is_call_path(path: str) -> bool:
-    """A tool call's path: REST's, or a door's (NeMo Gym's ``/nemo-gym/{env}/{tool}``)."""
-    return paths.session_of(path, paths.CALLS) is not None or is_tool_path(path)
-
-
 def _is_start_path(path: str) -> bool:
     """A path whose ``POST`` starts a session or a reset: its body may carry an ``init_config``."""
     return path == paths.SESSIONS or paths.session_of(path, paths.RESET) is not None
@@ -62,9 +57,11 @@ class _Rule:
 
 
 class BodyLimit:
-    def __init__(self, app: Any, max_bytes: int, max_argument_bytes: int,
-                 limits: JsonLimits, state: StateLimit) -> None:
+    def __init__(self, app: Any, max_bytes: int, max_argument_bytes: int, limits: JsonLimits,
+                 state: StateLimit, door_calls: Sequence[Callable[[str], bool]]) -> None:
+        """``door_calls``: whether a path is a tool call of a door (`envscaler.server.doors`)."""
         self.app = app
+        self.door_calls = tuple(door_calls)
         self.body = _Rule(max_bytes, ApiError(
             413, "RequestTooLarge", f"the request body exceeds {max_bytes} bytes "
             "(ENVSCALER_MAX_REQUEST_BYTES)"), limits)
@@ -80,11 +77,16 @@ class BodyLimit:
 
     def _rule(self, scope: Scope) -> _Rule:
         path = scope["path"]
-        if is_call_path(path):
+        if self._is_call(path):
             return self.call
         if scope["method"] == "POST" and _is_start_path(path):
             return self.start
         return self.body
+
+    def _is_call(self, path: str) -> bool:
+        """A tool call's path: REST's, or a door's (NeMo Gym's ``/nemo-gym/{env}/{tool}``)."""
+        return (paths.session_of(path, paths.CALLS) is not None
+                or any(is_call(path) for is_call in self.door_calls))
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -3,7 +3,7 @@
 The routes serve them (`envscaler.server.routes.sessions`, the MCP door), and the ASGI layers in
 front of the routing recognise them without it: the tool call's fast path
 (`envscaler.server.fastcall`), the body limits (`envscaler.server.limits`) and the MCP door's error
-framing (`envscaler.server.mcp_door.McpErrors`).
+framing (`envscaler.server.doors.mcp.McpErrors`).
 """
 
 from __future__ import annotations

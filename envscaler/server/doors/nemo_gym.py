@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from envscaler.server.auth import Principal, admin, agent_principal
 from envscaler.server.calls import checked
+from envscaler.server.doors import Door
 from envscaler.server.doors.episodes import tool_call
 from envscaler.server.errors import invalid_request, unauthorized
 from envscaler.server.models import MAX_CALL_FIELD_CHARS, error_responses
@@ -176,3 +177,5 @@ def aggregate(verify_responses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "key_metrics": {key: overall[key] for key in ("mean/reward", "pass@1/reward_1")},
     }
 
+
+DOOR = Door(name="nemo_gym", router=router, call_path=is_tool_path)

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from envscaler.common import jsoncodec
 from envscaler.server.auth import Principal
 from envscaler.server.catalogue import ServedEnv
+from envscaler.server.doors import LAST, Door
 from envscaler.server.doors.episodes import (
     SUBMIT,
     SUBMIT_DESCRIPTION,
@@ -314,3 +315,5 @@ router.include_router(task_router(_env_in_path, env_in_path=True))
 router.include_router(task_router(_env_deployed, env_in_path=False))
 router.include_router(env_router(_env_in_path, env_in_path=True))
 router.include_router(env_router(_env_deployed, env_in_path=False))
+
+DOOR = Door(name="ors", router=router, order=LAST)  # at the root, where ORS clients look
