@@ -7,6 +7,9 @@ warm pools, and starts the idle-session expiry task. On shutdown it stops them a
 pools, which kills this instance's sandboxes; the sessions stay in Redis and are rebuilt by replay
 wherever they are used next.
 
+The routes are REST's (``envscaler.server.routes``), then every door of ``envscaler.server.doors``
+(found there, each declared by its module), whose lifespans run inside the gateway's.
+
 Log lines are key=value (``session=... env=... tool=... ms=...``) under loggers ``envscaler.*``.
 """
 
@@ -16,7 +19,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
@@ -27,10 +30,9 @@ from envscaler.sandbox.image_pools import ImagePools, requirement_sets
 from envscaler.server import errors, statesize
 from envscaler.server.auth import Authenticator
 from envscaler.server.catalogue import ServedCatalogue
-from envscaler.server.doors import nemo_gym, openenv, ors
+from envscaler.server.doors import discover
 from envscaler.server.fastcall import FastCalls
 from envscaler.server.limits import BodyLimit, call_body_bytes
-from envscaler.server.mcp_door import MCP_PATH, McpDoor, McpErrors
 from envscaler.server.metrics import Metrics
 from envscaler.server.redis_scripts import reconnecting
 from envscaler.server.requestguard import RequestGuard
@@ -101,7 +103,6 @@ def create_app(
         pools: ImagePools | None = None
         checkers: CheckerPool | None = None
         service: SessionService | None = None
-        stack = AsyncExitStack()
         try:
             await redis.ping()
             catalogue = await asyncio.to_thread(ServedCatalogue, settings.catalogue)
@@ -125,7 +126,6 @@ def create_app(
             app.state.pools = pools
             app.state.checkers = checkers
             service.start()
-            await stack.enter_async_context(mcp.run())
             log.info(
                 "gateway started instance=%s backend=%s isolation=%s envs=%d pool_size=%d auth=%s",
                 settings.instance,
@@ -137,7 +137,6 @@ def create_app(
             )
             yield
         finally:
-            await stack.aclose()
             if service is not None:
                 await service.close()
             if checkers is not None:
@@ -164,12 +163,13 @@ def create_app(
     app.state.settings = settings
     app.state.auth = Authenticator(settings.api_keys)
     app.state.metrics = Metrics()
-    mcp = McpDoor(settings.max_request_bytes)
+    doors = discover()  # envscaler.server.doors: each protocol's module
     errors.install(app)
     limits = settings.json_limits()
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
                        max_argument_bytes=settings.max_argument_bytes, limits=limits,
-                       state=statesize.state_limit(settings))
+                       state=statesize.state_limit(settings),
+                       door_calls=[door.call_path for door in doors if door.call_path])
     # Tool calls, most of the traffic, skip the layers below (envscaler.server.fastcall).
     app.add_middleware(FastCalls, max_bytes=call_body_bytes(settings.max_request_bytes,
                                                           settings.max_argument_bytes),
@@ -177,16 +177,17 @@ def create_app(
     # Before any body is read: hosts, origins and content types.
     app.add_middleware(RequestGuard,
                        allowed_hosts=None if settings.api_keys else settings.allowed_hosts)
-    # Around them all: their refusals on MCP paths are JSON-RPC errors too (envscaler.server.mcp_door).
-    app.add_middleware(McpErrors)
-    # Sessions first: routes are matched in order, and tool calls are most of the traffic.
+    # Around them all, the doors' layers (the MCP door's: refusals on its paths as JSON-RPC).
+    for door in doors:
+        if door.layer is not None:
+            app.add_middleware(door.layer)
+    # Sessions first: routes are matched in order, and tool calls are most of the traffic. Then
+    # the doors, in their order (ORS, at the root, last); a door's lifespan runs inside ours.
     app.include_router(sessions.router)
     app.include_router(health.router)
     app.include_router(envs.router)
-    app.include_router(openenv.router)
-    app.include_router(nemo_gym.router)
-    app.include_router(ors.router)  # at the root, where ORS clients look: last, after all others
-    app.add_route(MCP_PATH, mcp, include_in_schema=False)  # ASGI: every method, to the SDK
+    for door in doors:
+        app.include_router(door.router)
     apidocs.mount(app)
     if settings.web_ui:
         mount_web_ui(app)

@@ -12,8 +12,8 @@
 - With no API keys configured, a REST request without a token (or with any token that is not an
   agent token) is admin: the loopback operator's; the command line then binds loopback only. A
   request that presents an agent token is always limited to it, and held to it (a wrong secret
-  answers 401). The MCP door (`envscaler.server.mcp_door`), an agent's door, grants nothing anonymously:
-  it always needs the session's agent token or an API key (``anonymous=False``).
+  answers 401). The MCP door (`envscaler.server.doors.mcp`), an agent's door, grants nothing
+  anonymously: it always needs the session's agent token or an API key (``anonymous=False``).
 - A 401 says why in its ``WWW-Authenticate`` too (`envscaler.server.errors.bearer_challenge`): MCP clients
   show that rather than start an OAuth login the gateway does not offer.
 

@@ -56,13 +56,20 @@ CheckExhausted         500     a check ran out of its CPU time or memory, so it 
                                when the checks ended their checker sandbox twice
 InternalError          500     a bug; details are in the server log, never in the answer
 =====================  ======  ===========================================================
+
+Every door answers failures from one table, `ANSWERS`: the exception classes that are answers
+rather than bugs, each as the `ApiError` (status, type) it answers; anything else is a bug, 500
+``InternalError``. REST renders that `ApiError` as the JSON above (`ApiError.response`), and each
+door in its own wire form (the MCP door as JSON-RPC errors, OpenEnv's as JSON-RPC errors and
+WebSocket frames, ORS's as its tool output).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -76,7 +83,8 @@ log = logging.getLogger("envscaler.server.errors")
 
 
 class ApiError(Exception):
-    """An answer other than success; raised anywhere, turned into JSON by the handlers below."""
+    """An answer other than success; raised anywhere, answered by each door in its wire form
+    (REST: `response`)."""
 
     def __init__(
         self,
@@ -123,6 +131,23 @@ def invalid_arguments(message: str, field: str | None = None) -> ApiError:
     return ApiError(422, "InvalidArguments", message, field=field)
 
 
+def arguments_too_large(message: str, field: str | None = None) -> ApiError:
+    return ApiError(413, "ArgumentsTooLarge", message, field=field)
+
+
+def session_expired(message: str) -> ApiError:
+    return ApiError(410, "SessionExpired", message)
+
+
+def timeout(message: str) -> ApiError:
+    """504 ``Timeout``: a deadline passed; the session stays usable."""
+    return ApiError(504, "Timeout", message)
+
+
+def internal_error(message: str) -> ApiError:
+    return ApiError(500, "InternalError", message)
+
+
 def bearer_challenge(message: str, missing: bool = False, **params: str) -> str:
     """A ``WWW-Authenticate`` value that says why (RFC 6750 section 3): ``error`` is
     ``invalid_request`` when no credential was sent, else ``invalid_token``, and
@@ -164,6 +189,15 @@ def backend_unavailable(message: str, after: float = 2.0) -> ApiError:
     return ApiError(503, "BackendUnavailable", message, headers=retry_after(after))
 
 
+def capacity_exhausted(message: str, after: float, status: int = 503) -> ApiError:
+    """503 ``CapacityExhausted`` (429 when every sandbox slot is taken), retried ``after``."""
+    return ApiError(status, "CapacityExhausted", message, headers=retry_after(after))
+
+
+def session_busy(message: str, after: float) -> ApiError:
+    return ApiError(503, "SessionBusy", message, headers=retry_after(after))
+
+
 def redis_full(exc: BaseException) -> bool:
     """Redis refused a write because its ``maxmemory`` is reached (``noeviction``)."""
     return isinstance(exc, OutOfMemoryError) or (
@@ -186,11 +220,6 @@ def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ApiError)
-    return exc.response()
-
-
 def invalid_request_from(errors: Sequence[Any]) -> ApiError:
     """The 422 of a request model's validation errors (pydantic's): the first one, and how many
     more; for every door that validates with the same models (REST, MCP)."""
@@ -206,11 +235,6 @@ def invalid_request_from(errors: Sequence[Any]) -> ApiError:
     return invalid_request(message, field=field or None)
 
 
-async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    return invalid_request_from(exc.errors()).response()
-
-
 _HTTP_TYPES = {
     400: "InvalidRequest",
     401: "Unauthorized",
@@ -224,35 +248,64 @@ _HTTP_TYPES = {
 }
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, StarletteHTTPException)
+def _http_error(exc: StarletteHTTPException) -> ApiError:
     status = exc.status_code
     error_type = _HTTP_TYPES.get(status, "InternalError" if status >= 500 else "InvalidRequest")
     message = exc.detail if isinstance(exc.detail, str) else "request failed"
-    return ApiError(status, error_type, message, headers=getattr(exc, "headers", None)).response()
+    return ApiError(status, error_type, message, headers=getattr(exc, "headers", None))
 
 
-async def _redis_error(request: Request, exc: Exception) -> JSONResponse:
-    log.error("redis error method=%s path=%s error=%r", request.method, request.url.path, exc)
-    return redis_failed(exc).response()
+def _validation_error(exc: RequestValidationError) -> ApiError:
+    return invalid_request_from(exc.errors())
 
 
-async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
-    log.error(
-        "unhandled error method=%s path=%s error=%r",
-        request.method,
-        request.url.path,
-        exc,
-        exc_info=exc,
-    )
-    return ApiError(
-        500, "InternalError", "internal error; the server log has the details"
-    ).response()
+def _itself(exc: ApiError) -> ApiError:
+    return exc
+
+
+@dataclass(frozen=True)
+class Answer:
+    """How an exception class answers: the `ApiError` of an instance, and the log line's name
+    when it is logged."""
+
+    error: Callable[[Any], ApiError]
+    logged: str | None = None
+
+
+ANSWERS: dict[type[Exception], Answer] = {
+    ApiError: Answer(_itself),
+    RequestValidationError: Answer(_validation_error),  # FastAPI's, of a request model
+    StarletteHTTPException: Answer(_http_error),  # Starlette's: no route, another method
+    RedisError: Answer(redis_failed, logged="redis error"),  # one the session layer let through
+}
+"""The error table: each exception class that is an answer rather than a bug, as the `ApiError`
+it answers. An exception answers by the first of its classes (its MRO) in the table."""
+
+
+def answer(exc: Exception, method: str, path: str) -> ApiError | None:
+    """The `ApiError` that ``exc`` answers by `ANSWERS`, or None: a bug (`bug` answers it)."""
+    for cls in type(exc).__mro__:
+        row = ANSWERS.get(cls)
+        if row is not None:
+            if row.logged is not None:
+                log.error("%s method=%s path=%s error=%r", row.logged, method, path, exc)
+            return row.error(exc)
+    return None
+
+
+def bug(exc: Exception, method: str, path: str) -> ApiError:
+    """500 ``InternalError``, its details (and traceback) in the log only."""
+    log.error("unhandled error method=%s path=%s error=%r", method, path, exc, exc_info=exc)
+    return internal_error("internal error; the server log has the details")
+
+
+async def _handle(request: Request, exc: Exception) -> JSONResponse:
+    method, path = request.method, request.url.path
+    return (answer(exc, method, path) or bug(exc, method, path)).response()
 
 
 def install(app: FastAPI) -> None:
-    app.add_exception_handler(ApiError, _api_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(RedisError, _redis_error)
-    app.add_exception_handler(Exception, _unhandled)
+    """The REST answers of the table's exceptions, and of bugs (Starlette's outermost layer
+    answers ``Exception``)."""
+    for cls in (*ANSWERS, Exception):
+        app.add_exception_handler(cls, _handle)

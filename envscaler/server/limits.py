@@ -18,14 +18,13 @@ the event loop keeps serving other sessions meanwhile.
 from __future__ import annotations
 
 import dataclasses
-import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from envscaler.server import jsonlimits
-from envscaler.server.doors.nemo_gym import is_tool_path
-from envscaler.server.errors import ApiError
+from envscaler.server import jsonlimits, paths
+from envscaler.server.errors import ApiError, arguments_too_large
 from envscaler.server.jsonlimits import JsonLimits
 from envscaler.server.statesize import StateLimit
 
@@ -35,7 +34,6 @@ Message = dict[str, Any]
 CALL_ENVELOPE_BYTES = 4096  # a call's body beyond its arguments: name, call id, keys
 OFFLOAD_BYTES = 65_536  # bodies larger than this are parsed and checked on a worker thread
 START_ENVELOPE_BYTES = 4096  # a session start's body beyond its init_config
-_START_PATH = re.compile(r"^/v1/sessions(/[^/]+/reset)?$")
 
 
 def call_body_bytes(max_request_bytes: int, max_argument_bytes: int) -> int:
@@ -44,9 +42,9 @@ def call_body_bytes(max_request_bytes: int, max_argument_bytes: int) -> int:
     return min(max_request_bytes, max_argument_bytes + CALL_ENVELOPE_BYTES)
 
 
-def is_call_path(path: str) -> bool:
-    """A tool call's path: REST's, or a door's (NeMo Gym's ``/nemo-gym/{env}/{tool}``)."""
-    return (path.startswith("/v1/sessions/") and path.endswith("/calls")) or is_tool_path(path)
+def _is_start_path(path: str) -> bool:
+    """A path whose ``POST`` starts a session or a reset: its body may carry an ``init_config``."""
+    return path == paths.SESSIONS or paths.session_of(path, paths.RESET) is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,16 +57,18 @@ class _Rule:
 
 
 class BodyLimit:
-    def __init__(self, app: Any, max_bytes: int, max_argument_bytes: int,
-                 limits: JsonLimits, state: StateLimit) -> None:
+    def __init__(self, app: Any, max_bytes: int, max_argument_bytes: int, limits: JsonLimits,
+                 state: StateLimit, door_calls: Sequence[Callable[[str], bool]]) -> None:
+        """``door_calls``: whether a path is a tool call of a door (`envscaler.server.doors`)."""
         self.app = app
+        self.door_calls = tuple(door_calls)
         self.body = _Rule(max_bytes, ApiError(
             413, "RequestTooLarge", f"the request body exceeds {max_bytes} bytes "
             "(ENVSCALER_MAX_REQUEST_BYTES)"), limits)
         call = call_body_bytes(max_bytes, max_argument_bytes)
-        self.call = self.body if call >= max_bytes else _Rule(call, ApiError(
-            413, "ArgumentsTooLarge", f"a tool call's body exceeds {call} bytes: its arguments "
-            f"may take {max_argument_bytes} (ENVSCALER_MAX_ARGUMENT_BYTES)"), limits)
+        self.call = self.body if call >= max_bytes else _Rule(call, arguments_too_large(
+            f"a tool call's body exceeds {call} bytes: its arguments may take "
+            f"{max_argument_bytes} (ENVSCALER_MAX_ARGUMENT_BYTES)"), limits)
         start = max(max_bytes, state.max_bytes + START_ENVELOPE_BYTES)
         self.start = _Rule(start, ApiError(
             413, "StateTooLarge", f"the request body exceeds {start:,} bytes: a session may start "
@@ -77,11 +77,16 @@ class BodyLimit:
 
     def _rule(self, scope: Scope) -> _Rule:
         path = scope["path"]
-        if is_call_path(path):
+        if self._is_call(path):
             return self.call
-        if scope["method"] == "POST" and _START_PATH.match(path):
+        if scope["method"] == "POST" and _is_start_path(path):
             return self.start
         return self.body
+
+    def _is_call(self, path: str) -> bool:
+        """A tool call's path: REST's, or a door's (NeMo Gym's ``/nemo-gym/{env}/{tool}``)."""
+        return (paths.session_of(path, paths.CALLS) is not None
+                or any(is_call(path) for is_call in self.door_calls))
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -282,8 +282,8 @@ class SessionTools(BaseModel):
     next_seq: int = Field(0, description="The `seq` of the episode's next ordered call")
 
 
-MAX_CALL_FIELD_CHARS = 200  # a tool name or a call id (also `envscaler.server.fastcall`)
-MAX_SEQ = 2**31 - 1  # a call's ``seq`` (also `envscaler.server.fastcall`)
+MAX_CALL_FIELD_CHARS = 200  # a tool name or a call id (also NeMo Gym's tool path)
+MAX_SEQ = 2**31 - 1  # a call's ``seq``
 
 
 class CallRequest(BaseModel):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from envscaler.server.errors import ApiError
+from envscaler.server.errors import ApiError, forbidden
 
 Scope = dict[str, Any]
 
@@ -90,8 +90,8 @@ class RequestGuard:
                                 f"has no API keys; the request was for {name or 'no host'!r}")
             page = origin.decode("latin-1") if origin is not None else None
             if page is not None and self._foreign(page):
-                return ApiError(403, "Forbidden", "requests from web pages of other origins are "
-                                f"refused when the gateway has no API keys (Origin {page!r})")
+                return forbidden("requests from web pages of other origins are refused when "
+                                 f"the gateway has no API keys (Origin {page!r})")
         if body and (content_type is None or not _json_family(content_type)):
             return ApiError(415, "UnsupportedMediaType", "request bodies must be JSON with "
                             "'Content-Type: application/json'")

@@ -1,4 +1,4 @@
-"""MCP per session (`envscaler.server.mcp_door`), driven by the official MCP Python client
+"""MCP per session (`envscaler.server.doors.mcp`), driven by the official MCP Python client
 (``mcp.client.streamable_http``, 2.x here and 1.x from ``.venv-mcp1``) over real HTTP: against a
 gateway under uvicorn, and through ``envscaler serve`` with two workers, where requests of one
 session land on both. Real Redis, real Docker sandboxes."""

@@ -1,5 +1,5 @@
-"""The doors' pure parts: ORS's answers and event chunks, and task specs that carry nothing a
-policy could use against its judge."""
+"""The doors' pure parts: ORS's answers and event chunks, task specs that carry nothing a policy
+could use against its judge, and the doors found in their package."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from envscaler.server.catalogue import ServedCatalogue, ServedEnv
+from envscaler.server.doors import LAST, discover
 from envscaler.server.doors.episodes import Outcome, call
 from envscaler.server.doors.ors import chunks, run_tool_output
 from envscaler.server.doors.tasks import parse_spec, task_at
@@ -62,3 +63,11 @@ async def test_submit_takes_no_arguments() -> None:
         outcome = await call(None, None, "unused", "submit", arguments)  # type: ignore[arg-type]
         assert outcome.status == 422 and outcome.error is not None
         assert (outcome.error["type"], outcome.error["field"]) == ("InvalidArguments", field)
+
+
+def test_every_door_is_found_and_ors_at_the_root_is_mounted_last() -> None:
+    found = discover()
+    assert [door.name for door in found] == ["mcp", "nemo_gym", "openenv", "ors"]
+    assert found[-1].order == LAST
+    assert [door.name for door in found if door.call_path] == ["nemo_gym"]
+    assert [door.name for door in found if door.layer] == ["mcp"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 from pydantic import BaseModel
+from redis.exceptions import OutOfMemoryError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from envscaler.server import errors
 from envscaler.server.errors import ApiError, retry_after
@@ -68,3 +70,13 @@ def test_retry_after_is_whole_seconds_at_least_one() -> None:
     assert retry_after(0.0) == {"Retry-After": "1"}
     assert retry_after(1.0) == {"Retry-After": "1"}
     assert retry_after(1.01) == {"Retry-After": "2"}
+
+
+def test_the_table_answers_its_exceptions_and_leaves_bugs() -> None:
+    refused = ApiError(404, "UnknownSession", "no session")
+    assert errors.answer(refused, "POST", "/x") is refused
+    full = errors.answer(OutOfMemoryError("OOM command not allowed"), "POST", "/x")
+    assert full is not None and (full.status, full.type) == (503, "BackendUnavailable")
+    missing = errors.answer(StarletteHTTPException(405, "no"), "GET", "/x")
+    assert missing is not None and (missing.status, missing.type) == (405, "MethodNotAllowed")
+    assert errors.answer(KeyError("bug"), "GET", "/x") is None

@@ -1,5 +1,6 @@
 """What the tool call's fast path takes (`envscaler.server.fastcall`); the rest goes to the documented route,
-which tests/integration/test_gateway_fastcall.py shows answers the same."""
+which tests/integration/test_gateway_fastcall.py shows answers the same. Its request is
+`envscaler.server.calls.call_request`'s, the doors' too."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import json
 
 import pytest
 
-from envscaler.server.fastcall import _call_request, _session_id
+from envscaler.server.calls import call_request
+from envscaler.server.errors import ApiError
+from envscaler.server.fastcall import _call, _session_id
 from envscaler.server.jsonlimits import JsonLimits
 from envscaler.server.requestguard import is_json as _json
 
@@ -62,7 +65,9 @@ def test_json_content_types() -> None:
     ],
 )
 def test_plain_call_requests_are_taken(body: dict, expected: tuple) -> None:
-    assert _call_request(json.dumps(body).encode(), LIMITS) == expected
+    call = _call(json.dumps(body).encode(), LIMITS)
+    assert call is not None
+    assert (call.name, call.arguments, call.call_id, call.seq) == expected
 
 
 @pytest.mark.parametrize(
@@ -102,4 +107,17 @@ def test_plain_call_requests_are_taken(body: dict, expected: tuple) -> None:
     ],
 )
 def test_anything_else_goes_to_the_route(body: bytes) -> None:
-    assert _call_request(body, LIMITS) is None
+    assert _call(body, LIMITS) is None
+
+
+def test_a_body_past_the_json_limits_is_answered_here() -> None:
+    with pytest.raises(ApiError) as refused:
+        _call(b'{"name": "t", "arguments": {"a": [[[1]]]}}', JsonLimits(2, 10, 10, 10))
+    assert (refused.value.status, refused.value.type) == (422, "JsonTooComplex")
+
+
+def test_a_refused_call_names_its_field() -> None:
+    with pytest.raises(ApiError) as refused:
+        call_request({"name": "t", "seq": -1})
+    assert (refused.value.status, refused.value.type, refused.value.field) == (
+        422, "InvalidRequest", "seq")

@@ -6,20 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from envscaler.server.auth import SESSION_ID_RE, Authenticator, Principal
+from envscaler.server.calls import call_request
 from envscaler.server.catalogue import ServedEnv, tool_name, tool_parameters
-from envscaler.server.errors import (
-    ApiError,
-    forbidden,
-    invalid_arguments,
-    invalid_request_from,
-    not_found,
-    redis_failed,
-)
+from envscaler.server.errors import ApiError, forbidden, invalid_arguments, not_found, redis_failed
 from envscaler.server.models import CallRequest
 from envscaler.server.sessions import SessionService, new_session_id
 
@@ -49,16 +42,11 @@ def admin_caller(auth: Authenticator, authorization: str | None) -> Principal:
     return caller
 
 
-def call_request(name: str, arguments: Any, call_id: str | None = None,
-                 seq: Any = None) -> CallRequest:
-    """A tool call as REST's request model, so that its limits hold at every door (422
-    ``InvalidRequest`` otherwise)."""
-    try:
-        return CallRequest.model_validate(
-            {"name": name, "arguments": {} if arguments is None else arguments,
-             "call_id": call_id, "seq": seq})
-    except ValidationError as exc:
-        raise invalid_request_from(exc.errors()) from None
+def tool_call(name: str, arguments: Any, call_id: Any = None, seq: Any = None) -> CallRequest:
+    """A door's tool call (absent arguments are none) through `call_request`, so that REST's
+    rules and limits hold at every door (422 ``InvalidRequest`` otherwise)."""
+    return call_request({"name": name, "arguments": {} if arguments is None else arguments,
+                         "call_id": call_id, "seq": seq})
 
 
 async def submit(service: SessionService, caller: Principal, session_id: str) -> dict[str, Any]:
@@ -91,10 +79,10 @@ class Outcome:
 
 async def call(service: SessionService, caller: Principal, session_id: str, name: str,
                arguments: Any, call_id: str | None = None) -> Outcome:
-    """A tool call through `SessionService.call` (REST's request model, so its limits), or the
-    terminal ``submit`` through `SessionService.validate`."""
+    """A tool call through `SessionService.call` (parsed by `tool_call`), or the terminal
+    ``submit`` through `SessionService.validate`."""
     try:
-        request = call_request(name, arguments, call_id)
+        request = tool_call(name, arguments, call_id)
         if request.name == SUBMIT:
             _no_arguments(request.arguments)
             reward = await submit(service, caller, session_id)

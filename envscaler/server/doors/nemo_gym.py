@@ -10,7 +10,7 @@ at ``/seed_session``:
   session's agent token: a credential the session layer checks against the session's record on
   every use, so the cookie cannot be forged or moved to another session.
 - ``POST /{tool}`` with the tool's arguments is the REST tool call (`SessionService.call`, its
-  deadline as `envscaler.server.routes.sessions.checked` answers it): the answer is the tool's result, a
+  deadline as `envscaler.server.calls.checked` answers it): the answer is the tool's result, a
   tool's own failure is ``{"ok": false, "error"}`` (200, as on REST), and a refusal answers the
   REST status and error object (an unknown tool 404 ``UnknownTool``, bad arguments 422
   ``InvalidArguments``); the session goes on.
@@ -36,10 +36,13 @@ from fastapi import APIRouter, Body, Depends, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from envscaler.server.auth import Principal, admin, agent_principal
+from envscaler.server.calls import checked
+from envscaler.server.doors import Door
+from envscaler.server.doors.episodes import tool_call
 from envscaler.server.errors import invalid_request, unauthorized
 from envscaler.server.models import MAX_CALL_FIELD_CHARS, error_responses
 from envscaler.server.responses import FastJSONResponse
-from envscaler.server.routes.sessions import checked, service
+from envscaler.server.routes.sessions import service
 
 PREFIX = "/nemo-gym/{env_id}"
 ROUTES = frozenset({"seed_session", "verify", "close_session", "aggregate_metrics",
@@ -141,7 +144,9 @@ async def reverify_mode() -> str:
 async def call_tool(request: Request, arguments: dict[str, Any] = Body(...),
                     tool: str = ToolName) -> FastJSONResponse:
     agent = session_agent(request)
-    outcome = await service(request).call(agent, agent.session_id, tool, arguments, None)
+    call = tool_call(tool, arguments)
+    outcome = await service(request).call(agent, agent.session_id, call.name, call.arguments,
+                                          None)
     body = checked(outcome).body()
     return FastJSONResponse(body["result"] if body["ok"] else
                             {"ok": False, "error": body["error"]})
@@ -171,3 +176,6 @@ def aggregate(verify_responses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "agent_metrics": overall,
         "key_metrics": {key: overall[key] for key in ("mean/reward", "pass@1/reward_1")},
     }
+
+
+DOOR = Door(name="nemo_gym", router=router, call_path=is_tool_path)

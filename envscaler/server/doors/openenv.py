@@ -32,6 +32,7 @@ from envscaler.common import jsoncodec
 from envscaler.server import jsonlimits
 from envscaler.server.auth import Principal
 from envscaler.server.catalogue import ServedEnv
+from envscaler.server.doors import Door
 from envscaler.server.doors.episodes import Bindings, admin_caller, call, tools_with_submit
 from envscaler.server.doors.tasks import parse_spec, task_router
 from envscaler.server.errors import ApiError, invalid_request_from, not_found
@@ -404,3 +405,5 @@ async def _answer(connection: Connection, message: Message) -> dict[str, Any]:
         return await connection.state()
     raise WsError(f"Unknown message type: {message.type}", "UNKNOWN_TYPE")
 
+
+DOOR = Door(name="openenv", router=router)

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from envscaler.common import jsoncodec
 from envscaler.server.auth import Principal
 from envscaler.server.catalogue import ServedEnv
+from envscaler.server.doors import LAST, Door
 from envscaler.server.doors.episodes import (
     SUBMIT,
     SUBMIT_DESCRIPTION,
@@ -45,7 +46,7 @@ from envscaler.server.doors.episodes import (
     tools_with_submit,
 )
 from envscaler.server.doors.tasks import parse_spec, task_at, task_router
-from envscaler.server.errors import ApiError, invalid_request
+from envscaler.server.errors import invalid_request, session_expired
 from envscaler.server.sessions import SessionService
 from envscaler.server.store import Record
 
@@ -143,8 +144,8 @@ def env_router(env_of: Callable[..., Awaitable[ServedEnv]], env_in_path: bool) -
                         caller: Principal = Depends(_caller)) -> StreamingResponse:
         record = await _session(request, env, caller)
         if record.status == "expired":
-            raise ApiError(410, "SessionExpired", f"session {record.id} expired after being "
-                           "idle; open a new one")
+            raise session_expired(f"session {record.id} expired after being idle; open a new "
+                                  "one")
         call_id = body.task_id or Bindings.mint()
         work = _run(_service(request), caller, record.id, body, call_id)
         return StreamingResponse(_events(call_id, work), media_type="text/event-stream",
@@ -292,7 +293,7 @@ async def ping(request: Request, caller: Principal = Depends(_caller)) -> dict[s
     service = _service(request)
     record = await service.info(caller, session_id)
     if record.status == "expired":
-        raise ApiError(410, "SessionExpired", f"session {record.id} expired after being idle")
+        raise session_expired(f"session {record.id} expired after being idle")
     if record.status == "active":
         await service.touch(caller, session_id)
     return {"status": "ok"}
@@ -314,3 +315,5 @@ router.include_router(task_router(_env_in_path, env_in_path=True))
 router.include_router(task_router(_env_deployed, env_in_path=False))
 router.include_router(env_router(_env_in_path, env_in_path=True))
 router.include_router(env_router(_env_deployed, env_in_path=False))
+
+DOOR = Door(name="ors", router=router, order=LAST)  # at the root, where ORS clients look

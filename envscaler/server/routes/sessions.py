@@ -6,12 +6,11 @@ their own session; every other route depends on `envscaler.server.auth.admin`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Body, Depends, Path, Request
 
+from envscaler.server import paths
 from envscaler.server.auth import Principal, admin, principal
-from envscaler.server.errors import ApiError
+from envscaler.server.calls import answer_call
 from envscaler.server.models import (
     CallRequest,
     CallResult,
@@ -31,15 +30,14 @@ from envscaler.server.models import (
     error_responses,
 )
 from envscaler.server.responses import FastJSONResponse
-from envscaler.server.sessions import CallOutcome, SessionService
+from envscaler.server.sessions import SessionService
 from envscaler.server.store import Record
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+router = APIRouter(prefix=paths.SESSIONS, tags=["sessions"])
 
-MAX_SESSION_ID_CHARS = 100  # also `envscaler.server.fastcall`
 SessionId = Path(
     description="Session id (URL-safe, from POST /v1/sessions)", min_length=1,
-    max_length=MAX_SESSION_ID_CHARS,
+    max_length=paths.MAX_SESSION_ID_CHARS,
 )
 
 
@@ -163,7 +161,7 @@ async def get_tools(
 
 
 @router.post(
-    "/{session_id}/calls",
+    f"/{{session_id}}/{paths.CALLS}",
     response_model=CallResult,
     summary="Call a tool (agent tokens allowed)",
     description="Tool errors answer 200 with `ok: false`. A repeated `call_id` returns the stored "
@@ -177,33 +175,10 @@ async def call_tool(
     session_id: str = SessionId,
     caller: Principal = Depends(principal),
 ) -> FastJSONResponse:
-    # Most calls never get here: `envscaler.server.fastcall` answers the well-formed ones before FastAPI's
-    # routing (with `answer_call` too); this route documents the endpoint and answers the rest.
-    return await answer_call(
-        service(request), caller, session_id, body.name, body.arguments, body.call_id, body.seq
-    )
-
-
-async def answer_call(
-    sessions: SessionService,
-    caller: Principal,
-    session_id: str,
-    name: str,
-    arguments: dict[str, Any] | str,
-    call_id: str | None,
-    seq: int | None = None,
-) -> FastJSONResponse:
-    """The answer to a tool call: its `CallResult`, or an `ApiError` (504 on a deadline)."""
-    outcome = await sessions.call(caller, session_id, name, arguments, call_id, seq)
-    return FastJSONResponse(checked(outcome).body())
-
-
-def checked(outcome: CallOutcome) -> CallOutcome:
-    """A tool call's outcome, its deadline raised as the `ApiError` 504 ``Timeout`` (the call
-    stays recorded): what every door that answers a call over HTTP answers."""
-    if outcome.status == 504:
-        raise ApiError(504, "Timeout", outcome.entry["error"]["message"])
-    return outcome
+    # Most calls never get here: `envscaler.server.fastcall` answers the well-formed ones before
+    # FastAPI's routing (with `answer_call` too); this route documents the endpoint and answers
+    # the rest.
+    return await answer_call(service(request), caller, session_id, body)
 
 
 @router.get(

@@ -36,7 +36,7 @@ What is recorded
 
 A tool call's path
     `envscaler.server.fastcall.FastCalls` (or the documented route, `envscaler.server.routes.sessions.call_tool`)
-    -> `envscaler.server.routes.sessions.answer_call` -> `toolcall.ToolCalls.call`: `access` checks the
+    -> `envscaler.server.calls.answer_call` -> `toolcall.ToolCalls.call`: `access` checks the
     id, `locking.SessionLocks.locked` takes the lock and reads the record (`envscaler.server.store`),
     `access` checks the caller, `envscaler.server.catalogue` the arguments and `quota` the quotas. Then
     `ToolCalls._execute` takes the session's sandbox from `sandboxes.SessionSandboxes.sandbox`

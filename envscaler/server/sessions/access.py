@@ -8,7 +8,7 @@ import secrets
 from redis.exceptions import RedisError
 
 from envscaler.server.auth import SESSION_ID_RE, Principal, verify_agent
-from envscaler.server.errors import ApiError, not_found, redis_failed
+from envscaler.server.errors import ApiError, not_found, redis_failed, session_expired
 from envscaler.server.store import Record, SessionStore
 
 
@@ -54,9 +54,5 @@ def require_active(record: Record) -> None:
     if record.status == "closed":
         raise ApiError(409, "SessionClosed", f"session {record.id} was deleted")
     if record.status == "expired":
-        raise ApiError(
-            410,
-            "SessionExpired",
-            f"session {record.id} expired after being idle; its trajectory, state and "
-            "validation can still be read",
-        )
+        raise session_expired(f"session {record.id} expired after being idle; its trajectory, "
+                              "state and validation can still be read")

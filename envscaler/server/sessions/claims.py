@@ -10,7 +10,7 @@ from envscaler.sandbox.errors import CallTimeout, CapacityExhausted, RuntimeFaul
 from envscaler.sandbox.image_pools import ImagePools, RequirementsUnavailable
 from envscaler.sandbox.sandbox import Sandbox
 from envscaler.server.catalogue import Initial, ServedCatalogue, ServedEnv
-from envscaler.server.errors import ApiError, env_load_failed
+from envscaler.server.errors import ApiError, env_load_failed, session_expired
 from envscaler.server.metrics import Metrics
 from envscaler.server import statesize
 from envscaler.server.sessions import faults
@@ -33,8 +33,8 @@ async def epoch_start(store: SessionStore, record: Record, env: ServedEnv) -> In
         return Initial("{}")
     text = await store.init_text(record.init)
     if text is None:
-        raise ApiError(410, "SessionExpired", f"session {record.id} cannot be rebuilt: its "
-                       f"init_config (sha256 {record.init}) is no longer stored")
+        raise session_expired(f"session {record.id} cannot be rebuilt: its init_config "
+                              f"(sha256 {record.init}) is no longer stored")
     return Initial(text)
 
 

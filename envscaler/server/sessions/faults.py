@@ -29,10 +29,13 @@ from envscaler.server import statesize
 from envscaler.server.errors import (
     ApiError,
     backend_unavailable,
+    capacity_exhausted,
     env_load_failed,
+    internal_error,
     invalid_request,
     not_found,
     retry_after,
+    timeout,
 )
 from envscaler.server.metrics import Metrics
 from envscaler.server.settings import Settings
@@ -137,8 +140,7 @@ def api_error(
     if isinstance(exc, RuntimeFault):
         return _runtime_error(exc, step, env, tool, index, custom)
     if isinstance(exc, CapacityExhausted):
-        return ApiError(429 if full else 503, "CapacityExhausted", str(exc),
-                        headers=retry_after(exc.retry_after))
+        return capacity_exhausted(str(exc), exc.retry_after, 429 if full else 503)
     if step is Step.CLAIM:
         return backend_unavailable(f"no sandbox could be created: {exc}")
     if step is Step.REPLAY:
@@ -148,9 +150,8 @@ def api_error(
         return backend_unavailable(f"the sandbox died replaying call {index}: {exc}")
     if isinstance(exc, CallTimeout):
         if step is Step.LOAD:
-            return ApiError(504, "Timeout",
-                            f"loading environment {env} exceeded {exc.timeout:g} s")
-        return ApiError(504, "Timeout", str(exc))
+            return timeout(f"loading environment {env} exceeded {exc.timeout:g} s")
+        return timeout(str(exc))
     if step is Step.LOAD:
         return backend_unavailable(f"the sandbox died while loading the environment: {exc}")
     return backend_unavailable(f"the session's sandbox died twice: {exc}")
@@ -178,10 +179,10 @@ def _runtime_error(exc: RuntimeFault, step: Step, env: str, tool: str, index: in
     log.error("sandbox runtime fault step=%s env=%s tool=%s error=%s", step.value, env or "-",
               tool or "-", exc)
     if step is Step.LOAD:
-        return ApiError(500, "InternalError", f"environment {env} failed to load in its sandbox")
+        return internal_error(f"environment {env} failed to load in its sandbox")
     if step is Step.RESET:
-        return ApiError(500, "InternalError", "the sandbox runtime failed to reset")
-    return ApiError(500, "InternalError", "the sandbox runtime rejected the request")
+        return internal_error("the sandbox runtime failed to reset")
+    return internal_error("the sandbox runtime rejected the request")
 
 
 def _checker_error(exc: SandboxError) -> ApiError:
@@ -190,7 +191,7 @@ def _checker_error(exc: SandboxError) -> ApiError:
         return ApiError(503, "ChecksStarved", f"{exc}; retry",
                         headers=retry_after(STARVED_RETRY_AFTER))
     if isinstance(exc, CapacityExhausted):
-        return ApiError(503, "CapacityExhausted", str(exc), headers=retry_after(exc.retry_after))
+        return capacity_exhausted(str(exc), exc.retry_after)
     return backend_unavailable(f"no checker could judge the checks: {exc}")
 
 

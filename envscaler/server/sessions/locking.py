@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from redis.exceptions import LockError, RedisError
 
-from envscaler.server.errors import ApiError, redis_failed, retry_after, unauthorized
+from envscaler.server.errors import ApiError, redis_failed, session_busy, unauthorized
 from envscaler.server.settings import Settings
 from envscaler.server.store import Record, SessionLock, SessionStore, TokenRefused
 
@@ -209,12 +209,8 @@ class SessionLocks:
         task.add_done_callback(self._releases.discard)
 
     def _busy(self, session_id: str) -> ApiError:
-        return ApiError(
-            503,
-            "SessionBusy",
-            f"session {session_id} is busy with another request; retry",
-            headers=retry_after(BUSY_RETRY_AFTER),
-        )
+        return session_busy(f"session {session_id} is busy with another request; retry",
+                            BUSY_RETRY_AFTER)
 
     async def renew(self, lock: SessionLock, record: Record) -> None:
         """Restart the lock's lease before a long step (a load, a stretch of replay); 503
@@ -222,9 +218,5 @@ class SessionLocks:
         try:
             await lock.reacquire()
         except LockError as exc:
-            raise ApiError(
-                503,
-                "SessionBusy",
-                f"session {record.id} lost its lock during a long operation; retry",
-                headers=retry_after(BUSY_RETRY_AFTER),
-            ) from exc
+            raise session_busy(f"session {record.id} lost its lock during a long operation; "
+                               "retry", BUSY_RETRY_AFTER) from exc

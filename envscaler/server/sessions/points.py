@@ -36,7 +36,7 @@ from envscaler.sandbox.errors import PointMismatch, RuntimeFault
 from envscaler.sandbox.sandbox import Point, Sandbox
 from envscaler.server.auth import Principal, token_hash
 from envscaler.server.catalogue import ServedCatalogue
-from envscaler.server.errors import ApiError, not_found, redis_failed
+from envscaler.server.errors import invalid_request, not_found, redis_failed
 from envscaler.server.metrics import Metrics
 from envscaler.server.sessions.access import check_session_id, checked, new_session_id, require_active
 from envscaler.server.sessions.claims import SandboxClaims, epoch_start
@@ -131,8 +131,7 @@ class Points:
     async def fork(self, caller: Principal, session_id: str, count: int) -> list[Opened]:
         """``count`` new sessions at the session's point; the session goes on."""
         if not 1 <= count <= MAX_FORKS:
-            raise ApiError(422, "InvalidRequest", f"count must be from 1 to {MAX_FORKS}",
-                           field="count")
+            raise invalid_request(f"count must be from 1 to {MAX_FORKS}", field="count")
         _, point = await self._take(caller, session_id)
         started = time.perf_counter()
         opened = await self._open_many(caller, point, count)
@@ -162,8 +161,7 @@ class Points:
         """A new session at the snapshot's point (``env_id``, when given, must be its
         environment)."""
         if not SNAPSHOT_ID_RE.fullmatch(snapshot_id):
-            raise ApiError(422, "InvalidRequest", "a snapshot id is 64 hexadecimal digits",
-                           field="snapshot")
+            raise invalid_request("a snapshot id is 64 hexadecimal digits", field="snapshot")
         try:
             text = await self.redis.getex(snapshot_key(snapshot_id),
                                           ex=int(self.settings.snapshot_ttl))
@@ -174,8 +172,8 @@ class Points:
                             "expired: ENVSCALER_SNAPSHOT_TTL)")
         point = SessionPoint.from_json(text)
         if env_id is not None and env_id != point.env:
-            raise ApiError(422, "InvalidRequest", f"snapshot {snapshot_id} is of environment "
-                           f"{point.env!r}, not {env_id!r}", field="env")
+            raise invalid_request(f"snapshot {snapshot_id} is of environment {point.env!r}, "
+                                  f"not {env_id!r}", field="env")
         self.catalogue.env(point.env)  # 404 for an environment no longer served
         return (await self._open_many(caller, point, 1))[0]
 

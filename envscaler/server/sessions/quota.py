@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from envscaler.common.jsoncodec import dump_bytes
-from envscaler.server.errors import ApiError
+from envscaler.server.errors import ApiError, arguments_too_large
 from envscaler.server.settings import Settings
 from envscaler.server.store import Record
 
@@ -22,9 +22,9 @@ def argument_bytes(arguments: dict[str, Any], settings: Settings) -> int:
     string)."""
     size = len(dump_bytes(arguments))
     if size > settings.max_argument_bytes:
-        raise ApiError(413, "ArgumentsTooLarge", f"the arguments take {size} bytes of JSON; "
-                       f"the limit is {settings.max_argument_bytes} "
-                       "(ENVSCALER_MAX_ARGUMENT_BYTES)", field="arguments")
+        raise arguments_too_large(f"the arguments take {size} bytes of JSON; the limit is "
+                                  f"{settings.max_argument_bytes} (ENVSCALER_MAX_ARGUMENT_BYTES)",
+                                  field="arguments")
     return size
 
 

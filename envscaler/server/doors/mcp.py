@@ -24,12 +24,13 @@ and JSON limits), as a JSON-RPC error too, so that the MCP client raises the gat
 rather than a generic one; a 401's ``WWW-Authenticate`` says why too
 (`envscaler.server.errors.bearer_challenge`).
 
-The SDK's session manager runs stateless (a transport per HTTP request, no MCP session id) and
-answers JSON, not SSE: everything a request needs is in Redis, so any worker of any gateway
-serves any request of any MCP client, without sticky routing. A stateless server has nothing to
-say unprompted and no MCP session to end, so only ``POST`` is served: ``GET`` (the SDK would
-open a server-to-client SSE stream that never ends, held outside the request timeouts) and
-``DELETE`` answer 405 with ``Allow: POST``, as the streamable HTTP transport provides for.
+The SDK's session manager (one per gateway, run by the door's lifespan) runs stateless (a
+transport per HTTP request, no MCP session id) and answers JSON, not SSE: everything a request
+needs is in Redis, so any worker of any gateway serves any request of any MCP client, without
+sticky routing. A stateless server has nothing to say unprompted and no MCP session to end, so
+only ``POST`` is served: ``GET`` (the SDK would open a server-to-client SSE stream that never
+ends, held outside the request timeouts) and ``DELETE`` answer 405 with ``Allow: POST``, as the
+streamable HTTP transport provides for.
 """
 
 from __future__ import annotations
@@ -40,23 +41,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
+from fastapi import APIRouter, FastAPI
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.jsonrpc import INVALID_REQUEST
-from starlette.requests import Request
 from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from envscaler.common import jsoncodec
+from envscaler.server import paths
 from envscaler.server.auth import Principal
 from envscaler.server.catalogue import ServedEnv, tool_name, tool_parameters
-from envscaler.server.doors.episodes import call_request
+from envscaler.server.doors import Door
+from envscaler.server.doors.episodes import tool_call
 from envscaler.server.errors import ApiError, backend_unavailable, method_not_allowed
 from envscaler.server.sessions import SessionService
 
-MCP_PATH = "/v1/sessions/{session_id}/mcp"
-MCP_PREFIX, MCP_SUFFIX = "/v1/sessions/", "/mcp"
+MCP_PATH = paths.session_path(paths.MCP)
+STATE_KEY = "mcp"  # app.state's: the running SDK session manager
 SCOPE_KEY = "envscaler.mcp"  # the request's `McpCaller`, for the MCP handlers
 CALL_ID_META = "call_id"  # tools/call ``_meta`` key of the REST ``call_id``
 SEQ_META = "seq"  # and of its ``seq``
@@ -113,8 +117,8 @@ async def _call_tool(
     caller = _caller(ctx)
     try:
         meta = params.meta or {}
-        call = call_request(params.name, params.arguments, meta.get(CALL_ID_META),
-                            meta.get(SEQ_META))
+        call = tool_call(params.name, params.arguments, meta.get(CALL_ID_META),
+                         meta.get(SEQ_META))
         outcome = await caller.service.call(
             caller.principal, caller.session_id, call.name, call.arguments, call.call_id,
             call.seq)
@@ -133,36 +137,38 @@ async def _call_tool(
     )
 
 
+def _server() -> Server[Any]:
+    return Server(
+        "envscaler-session",
+        version="1",
+        instructions="The tools of one EnvScaler session: call them to complete its task.",
+        on_list_tools=_list_tools,
+        on_call_tool=_call_tool,
+    )
+
+
+@asynccontextmanager
+async def serve(app: FastAPI) -> AsyncIterator[None]:
+    """The door's lifespan: the SDK's session manager for the gateway's lifetime (a manager runs
+    once, so one per run)."""
+    manager = StreamableHTTPSessionManager(
+        _server(), json_response=True, stateless=True,
+        max_request_body_size=app.state.settings.max_request_bytes,
+    )
+    async with manager.run():
+        setattr(app.state, STATE_KEY, manager)
+        try:
+            yield
+        finally:
+            setattr(app.state, STATE_KEY, None)
+
+
 class McpDoor:
     """The ASGI endpoint of ``MCP_PATH``: the gateway's checks, then the SDK's transport."""
 
-    def __init__(self, max_request_bytes: int) -> None:
-        self.max_request_bytes = max_request_bytes
-        self.server: Server[Any] = Server(
-            "envscaler-session",
-            version="1",
-            instructions="The tools of one EnvScaler session: call them to complete its task.",
-            on_list_tools=_list_tools,
-            on_call_tool=_call_tool,
-        )
-        self._manager: StreamableHTTPSessionManager | None = None
-
-    @asynccontextmanager
-    async def run(self) -> AsyncIterator[None]:
-        """Serve for the gateway's lifetime (a session manager runs once, so one per run)."""
-        manager = StreamableHTTPSessionManager(
-            self.server, json_response=True, stateless=True,
-            max_request_body_size=self.max_request_bytes,
-        )
-        async with manager.run():
-            self._manager = manager
-            try:
-                yield
-            finally:
-                self._manager = None
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        manager = self._manager
+        app = scope["app"]
+        manager: StreamableHTTPSessionManager | None = getattr(app.state, STATE_KEY, None)
         try:
             if scope["method"] != "POST":
                 raise method_not_allowed(
@@ -171,7 +177,6 @@ class McpDoor:
                     allow="POST")
             if manager is None:
                 raise backend_unavailable("the gateway is starting or stopping")
-            app = scope["app"]
             principal = app.state.auth.authenticate(Request(scope).headers.get("authorization"),
                                                     anonymous=False)
             service: SessionService = app.state.service
@@ -184,12 +189,6 @@ class McpDoor:
         await manager.handle_request(scope, receive, send)
 
 
-def is_mcp_path(path: str) -> bool:
-    session_id = path[len(MCP_PREFIX):-len(MCP_SUFFIX)]
-    return (path.startswith(MCP_PREFIX) and path.endswith(MCP_SUFFIX) and bool(session_id)
-            and "/" not in session_id)
-
-
 class McpErrors:
     """Outermost ASGI layer: on MCP paths, the gateway's error answers (``{"ok": false, "error":
     {...}}``, from any layer) get ``jsonrpc``, ``id`` and ``error.code`` added, so each is also a
@@ -200,7 +199,7 @@ class McpErrors:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not is_mcp_path(scope["path"]):
+        if scope["type"] != "http" or paths.session_of(scope["path"], paths.MCP) is None:
             await self.app(scope, receive, send)
             return
         await self.app(scope, receive, _framing(send))
@@ -243,3 +242,8 @@ def _as_json_rpc(body: bytes) -> bytes:
     value["error"]["code"] = INVALID_REQUEST
     value.update(jsonrpc="2.0", id=None)
     return jsoncodec.dump_bytes(value)
+
+
+router = APIRouter(lifespan=serve)
+router.add_route(MCP_PATH, McpDoor(), include_in_schema=False)  # ASGI: every method, to the SDK
+DOOR = Door(name="mcp", router=router, layer=McpErrors)
