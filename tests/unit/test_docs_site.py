@@ -12,12 +12,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from envscaler.server.settings import REPO_ROOT, Settings
+from envscaler.checkout import REPO_ROOT
+from envscaler.server.settings import Settings
 from envscaler.synth.settings import SynthSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -267,7 +269,7 @@ def raised_errors() -> set[tuple[str, int]]:
     ...)``), then taken from the helper's calls."""
     trees = {path: ast.parse(path.read_text()) for path in PACKAGE.rglob("*.py")}
     pairs: set[tuple[str, int]] = set()
-    helpers: dict[str, tuple[set[int], int, str]] = {}
+    helpers: dict[str, Helper] = {}
     for tree in trees.values():
         constants = {target.id: node.value.value for node in tree.body
                      if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
@@ -276,16 +278,9 @@ def raised_errors() -> set[tuple[str, int]]:
         functions = [node for node in ast.walk(tree)
                      if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
         for function in functions:
-            parameters = [argument.arg for argument in function.args.args]
-            for node in ast.walk(function):
-                if not (isinstance(node, ast.Call) and _called(node) == "ApiError"):
-                    continue
-                status, kind = _argument(node, 0, "status"), _argument(node, 1, "type")
-                if status is None or kind is None or not _statuses(status):
-                    continue
-                if isinstance(kind, ast.Name) and kind.id in parameters:
-                    helpers[function.name] = (_statuses(status), parameters.index(kind.id),
-                                              kind.id)
+            helper = _helper(function)
+            if helper is not None:
+                helpers[function.name] = helper
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and _called(node) == "ApiError"):
                 continue
@@ -302,11 +297,53 @@ def raised_errors() -> set[tuple[str, int]]:
     for tree in trees.values():
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and _called(node) in helpers:
-                statuses, position, keyword = helpers[_called(node)]
-                kind = _argument(node, position, keyword)
-                if isinstance(kind, ast.Constant) and isinstance(kind.value, str):
-                    pairs |= {(kind.value, code) for code in statuses}
+                pairs |= helpers[_called(node)].pairs(node)
     return pairs
+
+
+@dataclass(frozen=True)
+class Helper:
+    """A function that constructs an ``ApiError`` from its parameters: its type a constant or a
+    parameter, its status a constant or a parameter with a constant default."""
+
+    kind: str | tuple[int, str]  # the type, or the (position, name) of the parameter giving it
+    statuses: set[int]  # the constant statuses, or the status parameter's default
+    status_parameter: tuple[int, str] | None
+
+    def pairs(self, call: ast.Call) -> set[tuple[str, int]]:
+        kind = self.kind
+        if isinstance(kind, tuple):
+            given = _argument(call, *kind)
+            if not (isinstance(given, ast.Constant) and isinstance(given.value, str)):
+                return set()
+            kind = given.value
+        statuses = self.statuses
+        if self.status_parameter is not None:
+            given = _argument(call, *self.status_parameter)
+            statuses = _statuses(given) if given is not None else statuses
+        return {(kind, code) for code in statuses}
+
+
+def _helper(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Helper | None:
+    """The function as a `Helper`, when it returns an ``ApiError`` built from its parameters."""
+    parameters = [argument.arg for argument in function.args.args]
+    defaults = dict(zip(reversed(parameters), reversed(function.args.defaults)))
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Call) and _called(node) == "ApiError"):
+            continue
+        status, kind = _argument(node, 0, "status"), _argument(node, 1, "type")
+        if status is None or kind is None:
+            continue
+        status_parameter = None
+        statuses = _statuses(status)
+        if isinstance(status, ast.Name) and status.id in parameters:
+            status_parameter = (parameters.index(status.id), status.id)
+            statuses = _statuses(defaults[status.id]) if status.id in defaults else set()
+        if isinstance(kind, ast.Name) and kind.id in parameters:
+            return Helper((parameters.index(kind.id), kind.id), statuses, status_parameter)
+        if status_parameter is not None and isinstance(kind, ast.Constant):
+            return Helper(kind.value, statuses, status_parameter)
+    return None
 
 
 def test_the_error_table_gives_each_type_the_status_the_code_gives_it() -> None:
