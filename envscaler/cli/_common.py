@@ -117,7 +117,7 @@ def settings() -> Settings:
     except ValidationError as exc:
         fail("; ".join(f"{'.'.join(map(str, error['loc']))}: {error['msg']}"
                        for error in exc.errors(include_url=False, include_input=False)),
-             "fix the setting named above (see the README's Configuration)", 2)
+             "fix the setting named above (see the manual's Configuration page, docs/configuration.md)", 2)
 
 
 @contextmanager

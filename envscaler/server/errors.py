@@ -14,6 +14,8 @@ UnknownEnv             404     no environment of that id in the catalogue
 UnknownScenario        404     no scenario of that id in the environment
 UnknownSession         404     no session of that id (or its record has expired)
 UnknownTool            404     the session's environment has no tool of that name
+UnknownSnapshot        404     no snapshot of that id (or it has expired)
+MethodNotAllowed       405     a path served for other methods (``Allow`` names them)
 InvalidArguments       422     tool arguments do not match the tool's JSON schema
 InvalidRequest         422     the request body, path or query is malformed
 Unauthorized           401     no valid API key or agent token
@@ -21,11 +23,15 @@ Forbidden              403     the token may not do this (agent tokens: own sess
                                without API keys, a request from a web page of another origin
 SessionClosed          409     the session was deleted
 NoChecklist            409     the session's scenario has no check functions to validate
-StateTooLarge          409     the session's state exceeds ``ENVSCALER_MAX_STATE_BYTES``
+StateTooLarge          409     the session's state grew past ``ENVSCALER_MAX_STATE_BYTES``
+                               through its calls (read or validated)
+CallOutOfOrder         409     a call whose ``seq`` turn has passed, or too far ahead
 StateNotData           409     the session's state (at validate: its initial state too) holds a
                                cycle or keys that collide as text, so it has no faithful JSON
                                form (the message names the place)
 RequestTooLarge        413     the request body exceeds ``ENVSCALER_MAX_REQUEST_BYTES``
+StateTooLarge          413     a session would start (open or reset) from a state past
+                               ``ENVSCALER_MAX_STATE_BYTES``
 ArgumentsTooLarge      413     a tool call's arguments exceed ``ENVSCALER_MAX_ARGUMENT_BYTES``
 QuotaExceeded          413     the session used up a quota (``ENVSCALER_MAX_SESSION_CALLS``,
                                ``_TRAJECTORY_BYTES``, ``_SESSION_RESULT_BYTES``): retrying

@@ -1,4 +1,4 @@
-"""All configuration, from environment variables prefixed ENVSCALER_ (documented in the README)."""
+"""All configuration, from environment variables prefixed ENVSCALER_ (documented in the manual: docs/configuration.md)."""
 
 from __future__ import annotations
 

@@ -3,4 +3,4 @@ scorers, on a real checkout: ``cases`` writes answer files (the ground truth and
 it) with the project's own readers; ``tau_score.py`` and ``acebench_score.py`` score them with the
 benchmark's code, each in a throwaway virtualenv of its own (they import the checkout: they are
 never imported by the project and never run in its processes); ``compare`` counts agreements.
-README "Importing tau-bench" and "Importing ACEBench" give the commands."""
+docs/importers/tau-bench.md and docs/importers/acebench.md give the commands."""
