@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envscaler.format.loader import ENV_MANIFEST, ENV_SCENARIOS, ENV_SOURCE, load_env, sync_manifest
+from envscaler.format.folders import sync_manifest
+from envscaler.format.loader import ENV_MANIFEST, ENV_SCENARIOS, ENV_SOURCE, load_env
 from envscaler.format.models import Scenario
 
 DATA_DIR = "data"
