@@ -51,8 +51,9 @@ def split_for(scenario_id: str, shares: dict[str, float]) -> str:
     return next(name for name in reversed(SPLITS) if shares.get(name, 0.0) > 0)
 
 
-def _manifest(env: dict[str, Any], *, created: str) -> EnvManifest:
-    """The env.json of a synthesized environment (``env`` as the SkelBuilder's stages left it)."""
+def _manifest(env: dict[str, Any], source: bytes, *, created: str) -> EnvManifest:
+    """The env.json of a synthesized environment (``env`` as the SkelBuilder's stages left it,
+    ``source`` its env.py)."""
     return EnvManifest(
         id=env["env_id"], class_name=env["class_name"], summary=env["summary"],
         introduction=env["introduction"],
@@ -65,15 +66,15 @@ def _manifest(env: dict[str, Any], *, created: str) -> EnvManifest:
         tools=env["tools"],
         provenance=Provenance(model=env["model"], created=created,
                               pipeline_version=PIPELINE_VERSION,
-                              content_hash=content_hash(env["source"].encode("utf-8"))))
+                              content_hash=content_hash(source)))
 
 
 def write_env(folder: Path, env: dict[str, Any], *, created: str, overwrite: bool) -> None:
     """``env.py`` and ``env.json`` of a synthesized environment into ``folder``
     (``scenarios.jsonl`` is the ScenGenerator's); EnvFolderError when ``folder`` holds other
     files and not ``overwrite``."""
-    files = env_files(env["source"].encode("utf-8"), _manifest(env, created=created),
-                      canonical=True)
+    source = env["source"].encode("utf-8")
+    files = env_files(source, _manifest(env, source, created=created), canonical=True)
     write_files(folder, files, overwrite=overwrite)
     sync_manifest(folder)  # a no-op: the manifest was written in canonical form
 

@@ -9,10 +9,11 @@ is reported too, naming that environment.
 
 Writing: each environment folder is put in place by ``envscaler.format.publish_env``: assembled
 in a staging folder under ``out`` (``.import-*``, which catalogues skip), loaded strictly (so what
-lands in the catalogue is exactly what the gateway will serve), then swapped in. Scenarios keep the
-release's order and init_config key order. An existing folder of the same id is replaced only when it was itself imported from the release (its ``provenance.pipeline_version``
-starts with ``envscaler-release@``); anything else is left alone and reported. Folders of earlier
-imports that this run does not produce are left as they are.
+lands in the catalogue is exactly what the gateway will serve), then swapped in; its scenarios
+keep the release's order and init_config key order. An existing folder of the same id is replaced
+only when it was itself imported from the release (its ``provenance.pipeline_version`` starts
+with ``envscaler-release@``); anything else is left alone and reported. Folders of earlier imports
+that this run does not produce are left as they are.
 """
 
 from __future__ import annotations
