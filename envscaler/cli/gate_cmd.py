@@ -27,7 +27,7 @@ def gate(paths: Annotated[list[Path], typer.Argument(
          valid_cases: Annotated[int, typer.Option(min=1, max=20, help="valid calls per tool")] = 3
          ) -> None:
     """Check environments: what failed and why, per environment and scenario; exit 1 on failure."""
-    from envscaler.synth.catalogue import EnvFolderError, env_folders
+    from envscaler.format import EnvFolderError, env_folders
 
     folders: list[Path] = []
     for path in paths:

@@ -83,7 +83,7 @@ def _run(coroutine: Any) -> Any:
     from docker.errors import DockerException
 
     from envscaler.sandbox.errors import SandboxError
-    from envscaler.synth.catalogue import EnvFolderError
+    from envscaler.format import EnvFolderError
     from envscaler.synth.llm import SynthAbort
     from envscaler.synth.skel.topics import TaskFileError
 
@@ -136,7 +136,7 @@ def scen(envs: Annotated[Path, typer.Option(
     from envscaler.synth.pipeline import run_scen
 
     _check_stage(stop_after)
-    from envscaler.synth.catalogue import EnvFolderError, env_folders
+    from envscaler.format import EnvFolderError, env_folders
 
     try:  # before the work directory is made in it
         env_folders(envs, required=True)

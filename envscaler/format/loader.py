@@ -133,6 +133,22 @@ def load_env(path: Path, *, strict: bool = False) -> EnvPackage:
     """Load and validate one environment folder; raises FormatError on the first problem of its
     files, except a bad scenario line, which is skipped (``EnvPackage.skipped``) unless
     ``strict``."""
+    manifest, source = load_code(path)
+    data = _DataFiles(path)
+    scenarios, skipped = _load_scenarios(path, manifest, data)
+    if strict and skipped:
+        raise skipped[0]
+    return EnvPackage(path=path, manifest=manifest, source=source, scenarios=scenarios,
+                      skipped=skipped, data=data.texts)
+
+
+def load_code(path: Path) -> tuple[EnvManifest, str]:
+    """env.json and the text of env.py, checked against each other and the folder (id, content
+    hash, tools derived from the source); FormatError on the first problem.
+
+    Apart from `load_env` so that a folder whose scenarios do not exist yet (synthesis's
+    skeletons) is checked by the same rules as one the gateway serves.
+    """
     source_path, manifest_path = path / ENV_SOURCE, path / ENV_MANIFEST
     source_bytes = _read_bytes(path, ENV_SOURCE)
     manifest = _validate(EnvManifest, _parse_json(manifest_path, _read_text(path, ENV_MANIFEST)),
@@ -150,12 +166,7 @@ def load_env(path: Path, *, strict: bool = False) -> EnvPackage:
     if manifest.tools != tools:
         raise FormatError(manifest_path, f"differ from the schemas derived from {ENV_SOURCE}; "
                           f"{sync_hint}", field=_first_difference("tools", manifest.tools, tools))
-    data = _DataFiles(path)
-    scenarios, skipped = _load_scenarios(path, manifest, data)
-    if strict and skipped:
-        raise skipped[0]
-    return EnvPackage(path=path, manifest=manifest, source=source, scenarios=scenarios,
-                      skipped=skipped, data=data.texts)
+    return manifest, source
 
 
 def sync_command(env_dir: Path) -> str:
@@ -166,16 +177,13 @@ def sync_command(env_dir: Path) -> str:
     return f"python -c {shlex.quote(program)} {shlex.quote(str(env_dir))}"
 
 
-def sync_manifest(env_dir: Path) -> bool:
-    """Rewrite env.json's ``tools`` and ``provenance.content_hash`` from env.py.
-
-    The file is written in a canonical form (model key order, 2-space indent, UTF-8, trailing
-    newline) so it diffs cleanly and a second sync is a no-op. True when the file changed.
-    """
+def synced_manifest(env_dir: Path) -> EnvManifest:
+    """env.json as env.py says it should be: its ``tools`` derived from env.py and its
+    ``provenance.content_hash`` env.py's, the rest as the file has it; FormatError when the file
+    or env.py cannot give one. What ``envscaler.format.folders.sync_manifest`` writes."""
     manifest_path = env_dir / ENV_MANIFEST
     source_bytes = _read_bytes(env_dir, ENV_SOURCE)
-    before = _read_text(env_dir, ENV_MANIFEST)
-    data = _parse_json(manifest_path, before)
+    data = _parse_json(manifest_path, _read_text(env_dir, ENV_MANIFEST))
     if isinstance(data, dict):  # otherwise validation below reports it
         data["tools"] = []
         if isinstance(data.get("provenance"), dict):
@@ -183,12 +191,7 @@ def sync_manifest(env_dir: Path) -> bool:
     manifest = _validate(EnvManifest, data, manifest_path, None)
     source = _decode(env_dir / ENV_SOURCE, source_bytes)
     tools = _derive(env_dir / ENV_SOURCE, source, manifest.class_name)
-    after = json.dumps(manifest.model_copy(update={"tools": tools}).model_dump(mode="json"),
-                       indent=2, ensure_ascii=False) + "\n"
-    if after == before:
-        return False
-    manifest_path.write_text(after, encoding="utf-8")
-    return True
+    return manifest.model_copy(update={"tools": tools})
 
 
 # --- scenarios ----------------------------------------------------------------------------------

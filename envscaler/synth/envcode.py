@@ -9,6 +9,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from envscaler.format.folders import sorted_json
 from envscaler.sandbox.errors import RuntimeFault, SandboxError
 from envscaler.synth.codeinfo import state_schemas
 from envscaler.synth.llm import Answer, ModelClient, ParseError, TransientFailure
@@ -44,15 +45,6 @@ class EnvCode:
         return {"env_id": self.env_id, "class_name": self.class_name, "summary": self.summary,
                 "introduction": self.introduction, "rules": self.rules, "source": self.source,
                 "tools": self.tools}
-
-
-def sorted_json(value: Any) -> Any:
-    """``value`` with the keys of every object sorted (order carries no meaning there)."""
-    if isinstance(value, dict):
-        return {key: sorted_json(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [sorted_json(item) for item in value]
-    return value
 
 
 def state_json(state: Any, limit: int = MAX_STATE_CHARS) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from envscaler.synth.catalogue import env_folders
+from envscaler.format import env_folders
 from envscaler.synth.llm import ModelClient, StageUsage, SynthAbort
 from envscaler.synth.report import RunReport
 from envscaler.synth.run import Incomplete, Run, StopRun

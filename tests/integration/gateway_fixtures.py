@@ -213,7 +213,7 @@ COUNTER_SCENARIOS = [
 
 def build_catalogue(root: Path) -> Path:
     """A catalogue with the real ``library_loans`` and the test environment ``counter_lab``."""
-    from envscaler.format.loader import load_env, sync_manifest
+    from envscaler.format import load_env, sync_manifest
 
     root.mkdir(parents=True, exist_ok=True)
     shutil.copytree(REPO_ROOT / "generated_envs" / LIBRARY, root / LIBRARY)

@@ -47,7 +47,7 @@ ENVS = {"calc": [MPMATH], "calc_bare": [], "calc_unmet": ["mpmath==0.0.1"]}
 def requirements_catalogue(root: Path) -> Path:
     """``calc`` pins mpmath; ``calc_bare`` is the same code without the pin; ``calc_unmet`` pins a
     version that no index has."""
-    from envscaler.format.loader import sync_manifest
+    from envscaler.format import sync_manifest
 
     for env_id, requirements in ENVS.items():
         folder = root / env_id

@@ -42,7 +42,7 @@ class Lockbox:
 
 @pytest.fixture(scope="module")
 def fork_catalogue(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from envscaler.format.loader import sync_manifest
+    from envscaler.format import sync_manifest
 
     root = build_catalogue(tmp_path_factory.mktemp("fork") / "envs")
     env_dir = root / LOCKBOX

@@ -463,7 +463,7 @@ def broken_catalogue(root: Path) -> Path:
     package the sandbox does not have."""
     import json
 
-    from envscaler.format.loader import sync_manifest
+    from envscaler.format import sync_manifest
 
     check = "def check_func(final_state):\n    return 'a' in final_state['values']\n"
     for env_id, source in (("fragile", BROKEN_SOURCE),

@@ -15,7 +15,7 @@ from envscaler.cli.main import app
 from envscaler_client import EnvClient
 from typer.testing import CliRunner
 
-from envscaler.format.loader import load_env, sync_manifest
+from envscaler.format import load_env, sync_manifest
 from tests.integration.live_gateway import LiveGateway, gateway_settings, running_gateway
 
 ENV = "turn_taking_cart"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envscaler.format.loader import load_env, sync_manifest
+from envscaler.format import load_env, sync_manifest
 from tests.integration.gateway_fixtures import *  # noqa: F403 - the fixtures
 from tests.integration.gateway_fixtures import running_gateway
 

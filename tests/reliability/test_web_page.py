@@ -83,7 +83,7 @@ MARKUP = ('<img src="x" id="pwned" onerror="document.title=\'pwned\'">'
 @pytest.fixture(scope="module")
 def catalogue_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The whole catalogue, and counter_lab with markup in every text a model would write."""
-    from envscaler.format.loader import load_env, sync_manifest
+    from envscaler.format import load_env, sync_manifest
 
     root = build_catalogue(tmp_path_factory.mktemp("web-catalogue") / "envs")
     for folder in sorted((REPO_ROOT / "generated_envs").iterdir()):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envscaler.format.loader import content_hash, load_catalogue, load_env, sync_manifest
+from envscaler.format import content_hash, load_catalogue, load_env, sync_manifest
 from envscaler.importers.envscaler_release import (
     ImportReport,
     SourceError,

@@ -18,6 +18,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from envscaler.format import EnvManifest, content_hash, env_files, publish_env
 from envscaler.format.models import ChecklistItem, Scenario, ToolCall
 from envscaler.format.toolschema import derive_tools
 from envscaler.importers.acebench.checkout import CATEGORIES, Category, read_category, saved_attributes
@@ -30,7 +31,7 @@ from envscaler.importers.acebench.envcode import (
     build,
 )
 from envscaler.importers.acebench.reward import check_source, end_to_end, saved_result
-from envscaler.importers.envfolder import Problem, write_env
+from envscaler.importers.problem import Problem
 from envscaler.importers.sandbox_replay import Replayer, ReplayError
 from envscaler.synth.sandboxes import SandboxHub
 
@@ -123,8 +124,10 @@ async def _import_group(category: Category, classes: tuple[str, ...],
     if not scenarios:
         report.errors.append(Problem(env_id(classes), "no question of these classes imported"))
         return
-    manifest = _manifest(classes, derive_tools(code.source, CLASS_NAME), created)
-    path = write_env(out, env_id(classes), code.source, manifest, scenarios)
+    manifest = _manifest(classes, code.source, derive_tools(code.source, CLASS_NAME), created)
+    path = out / env_id(classes)
+    publish_env(path, env_files(code.source.encode("utf-8"), EnvManifest.model_validate(manifest),
+                                scenarios, canonical=False))
     report.imported.append(ImportedEnv(
         env_id(classes), classes, len(code.tools), len(scenarios),
         sum(1 for scenario in scenarios if scenario.verified), str(path)))
@@ -181,7 +184,7 @@ def milestone_calls(milestones: Any) -> list[ToolCall]:
     return calls
 
 
-def _manifest(classes: tuple[str, ...], tools: list[dict[str, Any]],
+def _manifest(classes: tuple[str, ...], source: str, tools: list[dict[str, Any]],
               created: str) -> dict[str, Any]:
     names = ", ".join(classes)
     return {
@@ -197,10 +200,10 @@ def _manifest(classes: tuple[str, ...], tools: list[dict[str, Any]],
         "operations": [{"name": tool["function"]["name"],
                         "description": tool["function"]["description"], "type": "state_change"}
                        for tool in tools],
-        "tools": [],
+        "tools": tools,
         "provenance": {"model": "acebench", "created": created,
                        "pipeline_version": PIPELINE_PREFIX + env_id(classes),
-                       "content_hash": "sha256:" + "0" * 64},
+                       "content_hash": content_hash(source.encode("utf-8"))},
     }
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from envscaler.format import EnvManifest, content_hash, env_files, publish_env
 from envscaler.format.models import SCENARIO_ID_PATTERN, ChecklistItem, Scenario, UserTurn
 from envscaler.format.requirements import import_names, pins_problem
 from envscaler.format.toolschema import derive_tools
@@ -39,7 +40,7 @@ from envscaler.importers.bfcl.envcode import (
     EnvCodeError,
     build,
 )
-from envscaler.importers.envfolder import Problem, write_env
+from envscaler.importers.problem import Problem
 from envscaler.importers.sandbox_replay import Replayer, ReplayError
 from envscaler.synth.sandboxes import SandboxHub
 
@@ -171,10 +172,12 @@ async def _import_group(checkout: Checkout, group: _Group, out: Path, hub: Sandb
     if not scenarios:
         report.errors.append(Problem(group.env_id, "no question of these classes imported"))
         return
-    manifest = _manifest(group, tools, created)
+    manifest = _manifest(group, code.source, tools, created)
     if requirements:
         manifest["requirements"] = requirements
-    path = write_env(out, group.env_id, code.source, manifest, scenarios)
+    path = out / group.env_id
+    publish_env(path, env_files(code.source.encode("utf-8"), EnvManifest.model_validate(manifest),
+                                scenarios, canonical=False))
     report.imported.append(ImportedEnv(group.env_id, group.classes, len(tools), len(scenarios),
                                        code.warnings, str(path)))
 
@@ -252,7 +255,8 @@ def _state_check(name: str, expected: Any) -> str:
             f"    return final_state.get({name!r}) == json.loads({text!r})\n")
 
 
-def _manifest(group: _Group, tools: list[dict[str, Any]], created: str) -> dict[str, Any]:
+def _manifest(group: _Group, source: str, tools: list[dict[str, Any]],
+              created: str) -> dict[str, Any]:
     names = ", ".join(group.classes)
     return {
         "id": group.env_id, "class_name": CLASS_NAME,
@@ -267,10 +271,10 @@ def _manifest(group: _Group, tools: list[dict[str, Any]], created: str) -> dict[
         "operations": [{"name": tool["function"]["name"],
                         "description": tool["function"]["description"], "type": "state_change"}
                        for tool in tools],
-        "tools": [],
+        "tools": tools,
         "provenance": {"model": "bfcl", "created": created,
                        "pipeline_version": PIPELINE_PREFIX + group.env_id,
-                       "content_hash": "sha256:" + "0" * 64},
+                       "content_hash": content_hash(source.encode("utf-8"))},
     }
 
 

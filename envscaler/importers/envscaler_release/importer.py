@@ -7,30 +7,28 @@ SFT scenarios have no checks. A bad record (environment or scenario) is reported
 the reason, and the others still import. A scenario of an environment that could not be imported
 is reported too, naming that environment.
 
-Writing: each environment folder is assembled in a staging folder under ``out`` (``.import-*``,
-which catalogues skip), loaded with ``envscaler.format.loader.load_env`` (so what lands in the catalogue
-is exactly what the gateway will serve), then moved into place. An existing folder of the same id
-is replaced only when it was itself imported from the release (its ``provenance.pipeline_version``
-starts with ``envscaler-release@``); anything else is left alone and reported. Folders of earlier
-imports that this run does not produce are left as they are.
+Writing: each environment folder is put in place by ``envscaler.format.publish_env``: assembled
+in a staging folder under ``out`` (``.import-*``, which catalogues skip), loaded strictly (so what
+lands in the catalogue is exactly what the gateway will serve), then swapped in; its scenarios
+keep the release's order and init_config key order. An existing folder of the same id is replaced
+only when it was itself imported from the release (its ``provenance.pipeline_version`` starts
+with ``envscaler-release@``); anything else is left alone and reported. Folders of earlier imports
+that this run does not produce are left as they are.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-from envscaler.format.loader import ENV_MANIFEST, ENV_SCENARIOS, ENV_SOURCE, FormatError, load_env
+from envscaler.format import FormatError, env_files, publish_env
+from envscaler.format.loader import ENV_MANIFEST
 from envscaler.format.models import Scenario
 from envscaler.importers.envscaler_release.convert import (
-    ConvertedEnv,
     RecordError,
     convert_env,
     convert_scenario,
@@ -144,25 +142,21 @@ def import_release(envs_path: Path, scenarios_path: Path, out: Path, *, limit: i
     unknown: list[Problem] = []
     rows = _scenario_rows(scenarios_file, set(envs), unknown)
     out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=out))
-    try:
-        total = len(envs)
-        for done, (release_id, data) in enumerate(envs.items(), start=1):
-            env_rows = rows.get(release_id, [])
-            if limit is not None and len(report.imported) >= limit:
-                report.not_examined += 1
-                report.skipped.extend(Problem("scenario", _row_id(row, index),
-                                              "its environment was not examined (--limit)",
-                                              release_id) for index, row in env_rows)
-            elif not env_rows:
-                report.skipped.append(Problem("env", release_id, "no RL scenario in the "
-                                              "scenarios file (an SFT-only environment)"))
-            else:
-                _import_env(release_id, data, env_rows, out, staging, report)
-            if progress is not None:
-                progress(done, total, release_id)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    total = len(envs)
+    for done, (release_id, data) in enumerate(envs.items(), start=1):
+        env_rows = rows.get(release_id, [])
+        if limit is not None and len(report.imported) >= limit:
+            report.not_examined += 1
+            report.skipped.extend(Problem("scenario", _row_id(row, index),
+                                          "its environment was not examined (--limit)",
+                                          release_id) for index, row in env_rows)
+        elif not env_rows:
+            report.skipped.append(Problem("env", release_id, "no RL scenario in the "
+                                          "scenarios file (an SFT-only environment)"))
+        else:
+            _import_env(release_id, data, env_rows, out, report)
+        if progress is not None:
+            progress(done, total, release_id)
     report.errors.extend(unknown)  # after the environments' own problems, in file order
     return report
 
@@ -210,7 +204,7 @@ def _row_id(data: Any, index: int, key: str | None = None) -> str:
 
 
 def _import_env(release_id: str, data: Any, rows: list[tuple[int, Any]], out: Path,
-                staging: Path, report: ImportReport) -> None:
+                report: ImportReport) -> None:
     try:
         env = convert_env(data, release_id, created=report.created,
                           pipeline_version=report.pipeline_version)
@@ -253,17 +247,14 @@ def _import_env(release_id: str, data: Any, rows: list[tuple[int, Any]], out: Pa
         report.errors.append(Problem("env", release_id, blocker))
         _orphan(good_rows, release_id, report)
         return
-    folder = staging / env.env_id
-    _write(folder, env, scenarios)
     try:
-        # what the gateway will do (strictly); a failure here is a bug of the converter
-        load_env(folder, strict=True)
+        # loaded as the gateway will load it; a failure here is a bug of the converter
+        publish_env(target, env_files(env.source_bytes, env.manifest, scenarios, canonical=False))
     except FormatError as exc:
         report.errors.append(Problem("env", release_id, f"the converted folder does not load: "
                                      f"{exc}"))
         _orphan(good_rows, release_id, report)
         return
-    _replace(folder, target)
     report.imported.append(ImportedEnv(
         env_id=env.env_id, release_env_id=release_id, class_name=env.class_name,
         tools=len(env.manifest.tools), scenarios=len(scenarios),
@@ -275,23 +266,6 @@ def _orphan(rows: list[tuple[int, Any]], release_id: str, report: ImportReport) 
         report.errors.append(Problem("scenario", _row_id(row, index), f"its environment "
                                      f"{release_id!r} was not imported (see its error)",
                                      release_id))
-
-
-def env_files(env: ConvertedEnv, scenarios: list[Scenario]) -> dict[str, bytes]:
-    """The three files of an imported environment. ``env.json`` is in ``sync_manifest``'s
-    canonical form; scenarios keep the release's order and init_config key order."""
-    manifest = json.dumps(env.manifest.model_dump(mode="json"), indent=2, ensure_ascii=False)
-    lines = [json.dumps(scenario.model_dump(mode="json"), ensure_ascii=False)
-             for scenario in scenarios]
-    return {ENV_SOURCE: env.source_bytes,
-            ENV_MANIFEST: (manifest + "\n").encode("utf-8"),
-            ENV_SCENARIOS: ("\n".join(lines) + "\n").encode("utf-8")}
-
-
-def _write(folder: Path, env: ConvertedEnv, scenarios: list[Scenario]) -> None:
-    folder.mkdir(parents=True)
-    for name, data in env_files(env, scenarios).items():
-        (folder / name).write_bytes(data)
 
 
 def _blocker(target: Path) -> str | None:
@@ -309,16 +283,3 @@ def _blocker(target: Path) -> str | None:
         return None
     return (f"{target} exists and was not imported from the EnvScaler release; remove it or "
             "choose another --out")
-
-
-def _replace(folder: Path, target: Path) -> None:
-    """Move ``folder`` to ``target``, replacing an earlier import; the old one is renamed away
-    first, so a reader sees either the old folder or the new one, never a mix."""
-    old = None
-    if target.exists():
-        old = target.with_name(f".old-{target.name}-{os.getpid()}")
-        shutil.rmtree(old, ignore_errors=True)
-        target.rename(old)
-    folder.rename(target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

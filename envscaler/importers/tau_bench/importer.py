@@ -22,9 +22,10 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from envscaler.format import EnvManifest, content_hash, env_files, publish_env
 from envscaler.format.models import ChecklistItem, Scenario, ToolCall
 from envscaler.format.toolschema import derive_tools
-from envscaler.importers.envfolder import Problem, write_env
+from envscaler.importers.problem import Problem
 from envscaler.importers.sandbox_replay import Replayer, ReplayError
 from envscaler.importers.tau_bench.checkout import DOMAINS, RESPOND, Domain, Task, read_domain
 from envscaler.importers.tau_bench.envcode import CLASS_NAME, MESSAGES, EnvCode, EnvCodeError, build
@@ -120,8 +121,10 @@ async def _import_domain(domain: Domain, out: Path, hub: SandboxHub, report: Tau
     if not scenarios:
         report.errors.append(Problem(env_id(domain.name), "no task imported"))
         return
-    path = write_env(out, env_id(domain.name), code.source, _manifest(domain, tools, created),
-                     scenarios, {_data_file(domain): database})
+    manifest = EnvManifest.model_validate(_manifest(domain, code.source, tools, created))
+    path = out / env_id(domain.name)
+    publish_env(path, env_files(code.source.encode("utf-8"), manifest, scenarios, canonical=False,
+                                data={_data_file(domain): database}))
     report.imported.append(ImportedEnv(env_id(domain.name), domain.name, len(tools),
                                        len(scenarios), str(path)))
 
@@ -158,7 +161,8 @@ def _data_file(domain: Domain) -> str:
     return f"{domain.name}.json"
 
 
-def _manifest(domain: Domain, tools: list[dict[str, Any]], created: str) -> dict[str, Any]:
+def _manifest(domain: Domain, source: str, tools: list[dict[str, Any]],
+              created: str) -> dict[str, Any]:
     return {
         "id": env_id(domain.name), "class_name": CLASS_NAME,
         "summary": f"tau-bench {domain.name}: its database, tools and policy.",
@@ -173,10 +177,10 @@ def _manifest(domain: Domain, tools: list[dict[str, Any]], created: str) -> dict
                         "description": tool["function"]["description"],
                         "type": "state_change" if tool["function"]["name"].split("_")[0]
                         in STATE_CHANGING_VERBS else "query"} for tool in tools],
-        "tools": [],
+        "tools": tools,
         "provenance": {"model": "tau-bench", "created": created,
                        "pipeline_version": PIPELINE_PREFIX + env_id(domain.name),
-                       "content_hash": "sha256:" + "0" * 64},
+                       "content_hash": content_hash(source.encode("utf-8"))},
     }
 
 

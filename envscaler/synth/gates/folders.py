@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envscaler.format import EnvPackage, FormatError, Scenario, load_env
+from envscaler.format import EnvFolderError, EnvPackage, FormatError, Scenario, load_env
 from envscaler.format.loader import ENV_SCENARIOS
 from envscaler.sandbox.image_pools import RequirementsUnavailable
-from envscaler.synth.catalogue import EnvFolderError, read_env
+from envscaler.synth.catalogue import read_env
 from envscaler.synth.errors import TransientFailure
 from envscaler.synth.gates.executable import executable_gate, queries
 from envscaler.synth.gates.report import GateResult, Problem

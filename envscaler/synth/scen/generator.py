@@ -14,9 +14,18 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from envscaler.format import ChecklistItem, FormatError, Scenario, ToolCall, load_env
+from envscaler.format import (
+    ChecklistItem,
+    EnvFolderError,
+    FormatError,
+    Scenario,
+    ToolCall,
+    load_env,
+    scenarios_bytes,
+    write_files,
+)
 from envscaler.format.loader import ENV_MANIFEST, ENV_SCENARIOS, ENV_SOURCE
-from envscaler.synth.catalogue import EnvFolderError, read_env, scenarios_bytes, split_for, write_files
+from envscaler.synth.catalogue import read_env, split_for
 from envscaler.synth.envcode import EnvCode, describe_tools, generate_config, state_json
 from envscaler.synth.gates.scenario import ScenarioSpec, scenario_gate
 from envscaler.synth.gates.static import check_function_problems
@@ -197,7 +206,7 @@ def write_env_with_scenarios(source: Path, target: Path, scenarios: list[Scenari
                              overwrite: bool) -> None:
     """env.py and env.json (copied when ``target`` is another folder) and scenarios.jsonl, then
     the result loaded by the catalogue loader (every rule of the format checked)."""
-    files = {ENV_SCENARIOS: scenarios_bytes(scenarios)}
+    files = {ENV_SCENARIOS: scenarios_bytes(scenarios, canonical=True)}
     if not target.exists() or source.resolve() != target.resolve():
         files = {ENV_SOURCE: (source / ENV_SOURCE).read_bytes(),
                  ENV_MANIFEST: (source / ENV_MANIFEST).read_bytes(), **files}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envscaler.synth.catalogue import EnvFolderError, provenance_date, write_env
+from envscaler.format import EnvFolderError
+from envscaler.synth.catalogue import provenance_date, write_env
 from envscaler.synth.run import Run
 from envscaler.synth.skel.logic import model_logic
 from envscaler.synth.skel.quality import evaluate
