@@ -10,6 +10,7 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator
 
+import docker
 import pytest
 
 from envscaler.sandbox.backends.docker import SLOT_UIDS, DockerBackend
@@ -274,18 +275,23 @@ async def test_the_keeper_compiles_the_catalogue_once_for_its_runtimes(
         docker_config: SandboxConfig) -> None:
     """Sources given to a runtime container are compiled once, before its runtimes exist (one
     that does not compile is left out, for its load to report); each runtime loads them
-    compiled, and runs them as it would have."""
+    compiled, and runs them as it would have. The next container of the image compiles
+    nothing: its keeper is handed what the first one compiled."""
     config = dataclasses.replace(docker_config, sandbox_slots=2,
                                  sources=(HOSTILE_ENV, "def broken(:\n"))
     pool = SandboxPool(DockerBackend(config, new_instance()), config)
     await pool.start()
     try:
-        first, second = await loaded(pool), await loaded(pool)
-        for sandbox in (first, second):
+        first, second, third = await loaded(pool), await loaded(pool), await loaded(pool)
+        assert first.id == second.id != third.id  # two slots a container
+        for sandbox in (first, second, third):
             compiled = (await sandbox.call("compiled", {}, timeout=scaled(5)))["data"]
             assert compiled == [source_digest(HOSTILE_ENV)]
             assert (await sandbox.call("record", {"label": "x"},
                                        timeout=scaled(5)))["success"] is True
+        logs = [docker.from_env().api.logs(sandbox.id).decode() for sandbox in (first, third)]
+        assert "1 environments compiled here" in logs[0]
+        assert "1 environments compiled by an earlier sandbox" in logs[1]
         plain = SandboxPool(DockerBackend(docker_config, new_instance()), docker_config)
         await plain.start()
         try:

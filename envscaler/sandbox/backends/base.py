@@ -17,6 +17,9 @@ SOCKET_NAME = runtime_socket_name(0)
 CONTROL_NAME = "control.sock"  # the keeper's, beside the runtime's (containers only)
 SECRET_NAME = "secret"  # the sandbox's secret, until its keeper or checker has read it
 SOURCES_NAME = "sources"  # environment sources for the keeper to compile, until it has read them
+# The sources compiled (marshal): written by a keeper that compiled them, for the gateway to hand
+# to the next containers of its image, whose keepers read it instead of compiling
+COMPILED_NAME = "compiled"
 RUNTIME, CHECKER = "runtime", "checker"  # what a sandbox runs (``python3 -m envscaler.sandbox.runtime``)
 SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
 MAX_SLOTS = 256  # runtimes of one container (``ENVSCALER_SANDBOX_SLOTS``)

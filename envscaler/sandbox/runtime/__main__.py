@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--memory", type=int, help="bytes a slot's runtime may hold (keeper)")
     parser.add_argument("--sources-file", type=Path, help="environment sources to compile once "
                         "(a JSON list; read, then removed) (keeper)")
+    parser.add_argument("--compiled-file", type=Path, help="the sources compiled by another "
+                        "keeper (read, then removed); else where this one writes what it "
+                        "compiled (keeper)")
     args = parser.parse_args(argv)
     seccomp.deny_io_uring()
     secret_bytes = _secret(args.secret_file, args.secret_fd)
@@ -62,7 +65,8 @@ def main(argv: list[str] | None = None) -> None:
             args.socket.with_name(protocol.runtime_socket_name(slot)))
             for slot in range(1, args.slots))]
         Keeper(sockets, contain.bind_listening(args.control), secret_bytes, args.uid_base,
-               args.processes, args.memory, _sources(args.sources_file)).run()
+               args.processes, args.memory, _sources(args.sources_file),
+               args.compiled_file).run()
     else:
         serve_runtime(listening, secret_bytes)
 

@@ -25,11 +25,13 @@ A recycle that fails for any reason makes the gateway retire the slot instead.
 
 from __future__ import annotations
 
+import gc
 import marshal
 import os
 import selectors
 import signal
 import socket
+import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,11 +82,12 @@ class Keeper:
     def __init__(self, sockets: list[socket.socket], control: socket.socket,
                  secret: bytes | None, uid_base: int = contain.UNTRUSTED_UID,
                  processes: int | None = None, memory: int | None = None,
-                 sources: list[str] | None = None) -> None:
+                 sources: list[str] | None = None, compiled_file: Path | None = None) -> None:
         """``memory``: the bytes a slot's runtime may hold; one holding more is killed, as the
         kernel would kill a container of one session at its limit (the container's own limit,
         all slots' together, stays the backstop). ``sources``: environment code compiled once,
-        before the first runtime exists, so that every runtime finds it compiled."""
+        before the first runtime exists, so that every runtime finds it compiled (or read from
+        ``compiled_file``, as another keeper compiled them)."""
         self.slots = [Slot(index, contain.slot_uid(uid_base, index), listening)
                       for index, listening in enumerate(sockets)]
         self.uids = range(contain.slot_uid(uid_base, 0), contain.slot_uid(uid_base, len(sockets)))
@@ -93,18 +96,20 @@ class Keeper:
         self.processes = processes
         self.memory = memory
         self.sources = sources or []
+        self.compiled_file = compiled_file
         self._answer = protocol.with_hello(secret, self.dispatch)
         self._wake_read, self._wake_write = os.pipe()
         self._selector = selectors.DefaultSelector()
         self._oom_kills = contain.oom_kills()
 
     def run(self) -> NoReturn:
-        env_host.COMPILED.update(precompile(self.sources))
+        env_host.COMPILED.update(compiled_code(self.sources, self.compiled_file))
         self.sources = []
         for fd in (self._wake_read, self._wake_write):
             os.set_blocking(fd, False)
         signal.set_wakeup_fd(self._wake_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the loop
+        gc.freeze()  # what every runtime inherits stays shared: no collection touches it
         for slot in self.slots:
             slot.pid = self._spawn(slot)
         self._selector.register(self.control, selectors.EVENT_READ)
@@ -267,13 +272,41 @@ class Keeper:
         return f"runtime exited with status {os.WEXITSTATUS(status)}"
 
 
-def precompile(sources: list[str]) -> dict[str, types.CodeType]:
-    """``sources`` compiled, by their digest, in a child that drops to the untrusted user first:
-    compiling runs none of the code, but the compiler is not the keeper's to risk on untrusted
-    input. What does not compile is left out (its load reports why); nothing, if the child
-    fails."""
+def compiled_code(sources: list[str], path: Path | None) -> dict[str, types.CodeType]:
+    """The catalogue's code by source digest: as the keeper of an earlier container of this
+    image compiled it (``path``, given by the gateway: a 16-slot container no longer spends a
+    fifth of a second compiling every environment), else compiled here and left at ``path`` for
+    the gateway to hand on. Either way before any runtime, so before any untrusted code, runs
+    in this container."""
+    if path is not None and path.exists():
+        data = path.read_bytes()
+        path.unlink()
+        try:
+            code = dict(marshal.loads(data))
+        except (EOFError, ValueError, TypeError):
+            code = {}
+        print(f"envscaler keeper: {len(code)} environments compiled by an earlier sandbox",
+              file=sys.stderr, flush=True)
+        return code
+    data = precompile(sources)
+    if path is not None and data:
+        staged = path.with_name(path.name + ".part")
+        staged.write_bytes(data)
+        staged.chmod(0o444)
+        staged.rename(path)
+    code = dict(marshal.loads(data)) if data else {}
+    print(f"envscaler keeper: {len(code)} environments compiled here", file=sys.stderr,
+          flush=True)
+    return code
+
+
+def precompile(sources: list[str]) -> bytes:
+    """``sources`` compiled, by their digest (a marshalled list of pairs), in a child that drops
+    to the untrusted user first: compiling runs none of the code, but the compiler is not the
+    keeper's to risk on untrusted input. What does not compile is left out (its load reports
+    why); nothing, if the child fails."""
     if not sources:
-        return {}
+        return b""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -297,9 +330,7 @@ def precompile(sources: list[str]) -> dict[str, types.CodeType]:
     with os.fdopen(read_fd, "rb") as pipe:
         data = pipe.read()
     _, status = os.waitpid(pid, 0)
-    if status != 0:
-        return {}
-    return dict(marshal.loads(data))
+    return data if status == 0 else b""
 
 
 def _refuse_one(listening: socket.socket) -> None:
