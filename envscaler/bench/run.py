@@ -84,6 +84,7 @@ class Run:
         self.quiet_spent = 0.0
         self.phases: dict[str, float] = {}
         self.docker = docker.from_env(timeout=120)
+        self.settings = Settings()
         self.gateways: list[Gateway] = []
 
     def wait_quiet(self, figure: str) -> None:
@@ -104,7 +105,7 @@ class Run:
     # ------------------------------------------------------------------ the run
 
     def execute(self) -> dict[str, Any]:
-        config, settings = self.config, Settings()
+        config, settings = self.config, self.settings
         began = time.perf_counter()
         image = resolve_image(settings, self.docker)
         envs = load_envs(settings.catalogue, config.envs)
@@ -405,7 +406,7 @@ class Run:
         started, config = time.perf_counter(), self.config
         catalogue = scratch / "large-state"
         sized = largestate.write_catalogue(catalogue, config.large_state_sizes,
-                                           beside=(Settings().catalogue / probe_.env,))
+                                           beside=(self.settings.catalogue / probe_.env,))
         gateway = Gateway(GatewayOptions(workers=config.workers,
                                          pool_size=config.large_state_opens + 2,
                                          env={"ENVSCALER_CATALOGUE": str(catalogue)}),

@@ -25,9 +25,8 @@ def build(base_image: str = typer.Option(None, help="default: ENVSCALER_SANDBOX_
 
     from envscaler.sandbox.errors import SandboxUnavailable
     from envscaler.sandbox.image import ensure_image
-    from envscaler.server.settings import Settings
 
-    base = base_image or Settings().sandbox_base_image
+    base = base_image or load_settings().sandbox_base_image
     try:
         with console.status(f"building the sandbox image on {base}"):
             tag = ensure_image(docker.from_env(), base)
@@ -63,9 +62,8 @@ def requirement_images(base_tag: str, catalogue: Path) -> bool:
 def reap() -> None:
     """Remove sandboxes whose service instance is dead (the gateway also does this by itself)."""
     from envscaler.sandbox.backends import make_backend
-    from envscaler.server.settings import Settings
 
-    settings = Settings()
+    settings = load_settings()
     backend = make_backend(settings.sandbox_config(image=""), settings.instance)
     removed = asyncio.run(backend.reap_orphans())
     console.print(f"removed {removed} orphaned sandboxes")

@@ -53,7 +53,8 @@ class BfclOutcome(BaseModel):
 _OUTCOMES = TypeAdapter(dict[str, BfclOutcome])
 
 
-def images(requirement_sets: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
+def images(requirement_sets: Iterable[tuple[str, ...]],
+           settings: Settings) -> dict[tuple[str, ...], str]:
     """The image of each requirement set (the empty set: the sandbox image), built when this
     Docker engine lacks it, as `envscaler sandbox build` builds them."""
     from docker.errors import DockerException
@@ -61,10 +62,9 @@ def images(requirement_sets: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...],
     from envscaler.sandbox.errors import SandboxUnavailable
     from envscaler.sandbox.image import resolve_image
     from envscaler.sandbox.image_pools import build_images
-    from envscaler.server.settings import Settings
 
     try:
-        base = resolve_image(Settings())
+        base = resolve_image(settings)
     except (DockerException, SandboxUnavailable) as exc:
         raise ContainerError(f"no sandbox image to run BFCL's code in: {exc}") from exc
     sets = set(requirement_sets)
@@ -76,16 +76,13 @@ def images(requirement_sets: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...],
 
 
 def execute(checkout: Checkout, questions: list[dict[str, Any]], image: str,
-            progress: Progress) -> dict[str, BfclOutcome]:
+            progress: Progress, settings: Settings) -> dict[str, BfclOutcome]:
     """BFCL's execution of ``questions`` (each with ``id``, ``involved_classes``,
     ``initial_config`` and ``ground_truth``, as in BFCL's files) in one container of ``image``;
     a question the container did not finish has an outcome with its ``error``."""
     import docker
     from docker.errors import DockerException
 
-    from envscaler.server.settings import Settings
-
-    settings = Settings()
     deadline = (settings.load_timeout * len(questions) + settings.call_timeout
                 * sum(len(turn) for question in questions for turn in question["ground_truth"]))
     with tempfile.TemporaryDirectory(prefix="envscaler-bfcl-") as directory:

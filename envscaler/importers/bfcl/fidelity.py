@@ -27,6 +27,7 @@ from envscaler.importers.bfcl.checkout import Checkout, CheckoutError, locate
 from envscaler.importers.bfcl.compare import Execution, QuestionComparison, compare
 from envscaler.importers.bfcl.importer import CATEGORIES, PIPELINE_PREFIX, question_id_problem
 from envscaler.importers.bfcl.replay import replay
+from envscaler.server.settings import Settings
 
 BFCL_PHASE, GATEWAY_PHASE = "BFCL's execution", "through the gateway"
 Step = Callable[[str, int, int], None]
@@ -157,10 +158,11 @@ def _bfcl_executions(checkout: Checkout, imported: list[Imported],
 
     outcomes: dict[str, container.BfclOutcome] = {}
     try:
-        images = container.images(by_set)
+        settings = Settings()  # read once, for the images and every container
+        images = container.images(by_set, settings)
         step(BFCL_PHASE, 0, len(wanted))
         for pins, questions in sorted(by_set.items()):
-            outcomes |= container.execute(checkout, questions, images[pins], finished)
+            outcomes |= container.execute(checkout, questions, images[pins], finished, settings)
     except container.ContainerError as exc:
         raise FidelityError(str(exc)) from exc
     return outcomes

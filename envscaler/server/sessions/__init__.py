@@ -39,9 +39,10 @@ A tool call's path
     -> `envscaler.server.calls.answer_call` -> `toolcall.ToolCalls.call`: `access` checks the
     id, `locking.SessionLocks.locked` takes the lock and reads the record (`envscaler.server.store`),
     `access` checks the caller, `envscaler.server.catalogue` the arguments and `quota` the quotas. Then
-    `ToolCalls._execute` takes the session's sandbox from `sandboxes.SessionSandboxes.sandbox`
-    (held, attached, or rebuilt by `replay` on a sandbox from `claims`), runs
-    `envscaler.sandbox.sandbox.Sandbox.call`, and on a failure does what `faults` says;
+    `ToolCalls._execute` runs `envscaler.sandbox.sandbox.Sandbox.call` through
+    `sandboxes.SessionSandboxes.with_sandbox`, the one loop of every operation on a sandbox: the
+    session's sandbox (held, attached, or rebuilt by `replay` on a sandbox from `claims`), and on a
+    failure what `faults` says (a fault the call records is the call's answer);
     `ToolCalls._record` commits the entry (`envscaler.server.store`), and the route answers
     `toolcall.CallOutcome`.
 

@@ -32,6 +32,7 @@ from envscaler.server.store import Record, SessionLock, SessionStore
 log = logging.getLogger("envscaler.server.sessions")
 
 T = TypeVar("T")
+ATTEMPTS = 3  # runs of an operation on a sandbox: the first, and rebuilds after a fault
 
 
 @dataclass
@@ -197,11 +198,15 @@ class SessionSandboxes:
             await self.claims.release_quietly(sandbox, record.env)
 
     async def with_sandbox(
-        self, record: Record, lock: SessionLock, op: Callable[[Sandbox], Awaitable[T]]
+        self, record: Record, lock: SessionLock, op: Callable[[Sandbox], Awaitable[T]],
+        settle: Callable[[SandboxError, Fault], Awaitable[T]] | None = None,
     ) -> T:
-        """Run ``op`` on the session's sandbox; on a non-active session on a temporary one."""
+        """Run ``op`` on the session's sandbox (on a non-active session, a temporary one): the
+        one loop of every operation on a sandbox. A stale sandbox is rebuilt by replay (at most
+        ``ATTEMPTS`` runs in all), one that died under ``op`` once (`retry_after_crash`); any
+        other fault is ``settle``'s to answer (a tool call records it), else an API error."""
         active = record.status == "active"
-        for attempt in (1, 2, 3):
+        for attempt in range(1, ATTEMPTS + 1):
             sandbox = (
                 await self.sandbox(record, lock)
                 if active
@@ -212,11 +217,16 @@ class SessionSandboxes:
             except (RuntimeFault, CallTimeout, SandboxGone) as exc:
                 fault = await self.failed(record, sandbox, exc)
                 if fault.stale:
-                    if attempt < 2:
+                    if attempt < ATTEMPTS:
                         continue
                     raise faults.unrestorable(record.id) from exc
-                if fault is faults.CRASHED and await self.retry_after_crash(record, lock, attempt):
-                    continue
+                if fault is faults.CRASHED:
+                    log.warning("sandbox died under a request session=%s attempt=%d error=%s",
+                                record.id, attempt, exc)
+                    if await self.retry_after_crash(record, lock, attempt):
+                        continue
+                if settle is not None:
+                    return await settle(exc, fault)
                 if fault is faults.TIMEOUT and active:
                     await self.store.set_sandbox(record, None)
                 raise faults.api_error(exc, Step.READ) from exc

@@ -11,7 +11,8 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from envscaler.common.jsoncodec import dump_bytes
-from envscaler.sandbox.errors import CallTimeout, RuntimeFault, SandboxGone
+from envscaler.sandbox.errors import SandboxError
+from envscaler.sandbox.sandbox import Sandbox
 from envscaler.server import jsonlimits
 from envscaler.server.auth import Principal, check_agent
 from envscaler.server.callsummary import CallSummary
@@ -21,7 +22,7 @@ from envscaler.server.jsonlimits import JsonLimits
 from envscaler.server.metrics import Metrics
 from envscaler.server.sessions import faults
 from envscaler.server.sessions.access import check_session_id, checked, require_active
-from envscaler.server.sessions.faults import Step
+from envscaler.server.sessions.faults import Fault, Step
 from envscaler.server.sessions.locking import SessionLocks
 from envscaler.server.sessions.ordering import CallOrder, check_turn, passed
 from envscaler.server.sessions.quota import argument_bytes, within_quota
@@ -192,30 +193,22 @@ class ToolCalls:
             "name": name,
             "arguments": arguments,
         }
-        for attempt in (1, 2, 3):
-            sandbox = await self.sandboxes.sandbox(record, lock)
-            started = time.perf_counter()
-            try:
-                result = await sandbox.call(name, arguments, timeout=self.settings.call_timeout,
-                                            executed=record.executed)
-                entry.update(ok=True, result=result, replay=True)
-                break
-            except (RuntimeFault, CallTimeout, SandboxGone) as exc:
-                fault = await self.sandboxes.failed(record, sandbox, exc)
-                if fault.stale:
-                    if attempt < 3:
-                        continue
-                    raise faults.unrestorable(record.id) from exc
-                if fault is faults.CRASHED:
-                    log.warning("sandbox died during a call session=%s tool=%s attempt=%d "
-                                "error=%s", record.id, name, attempt, exc)
-                    if await self.sandboxes.retry_after_crash(record, lock, attempt):
-                        continue
-                if not fault.recorded:
-                    raise faults.api_error(exc, Step.CALL, env=env.id, tool=name) from exc
-                entry.update(ok=False, error=faults.recorded_error(exc, name),
-                             replay=fault.replayed)
-                break
+        started = time.perf_counter()
+
+        async def run(sandbox: Sandbox) -> dict[str, Any]:
+            nonlocal started
+            started = time.perf_counter()  # the last attempt's: a rebuild is not the call's
+            result = await sandbox.call(name, arguments, timeout=self.settings.call_timeout,
+                                        executed=record.executed)
+            return {"ok": True, "result": result, "replay": True}
+
+        async def settle(exc: SandboxError, fault: Fault) -> dict[str, Any]:
+            if not fault.recorded:
+                raise faults.api_error(exc, Step.CALL, env=env.id, tool=name) from exc
+            return {"ok": False, "error": faults.recorded_error(exc, name),
+                    "replay": fault.replayed}
+
+        entry |= await self.sandboxes.with_sandbox(record, lock, run, settle)
         entry.update(time=now, duration_ms=round((time.perf_counter() - started) * 1e3, 3))
         return entry
 
