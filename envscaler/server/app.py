@@ -16,7 +16,6 @@ Log lines are key=value (``session=... env=... tool=... ms=...``) under loggers 
 from __future__ import annotations
 
 import asyncio
-import gc
 import dataclasses
 import logging
 from collections.abc import AsyncIterator
@@ -46,9 +45,6 @@ from envscaler.server.web import mount as mount_web_ui
 
 log = logging.getLogger("envscaler.server")
 
-# A young collection every 10,000 allocations rather than 700: a request allocates hundreds of
-# objects, and at hundreds of requests in flight the default collected many times a request
-GC_THRESHOLDS = (10_000, 10, 10)
 DESCRIPTION = """\
 Synthesized tool environments (EnvScaler) served from per-session sandboxes.
 
@@ -130,10 +126,6 @@ def create_app(
             app.state.pools = pools
             app.state.checkers = checkers
             service.start()
-            # What startup made (the catalogue, schemas, modules) lives as long as the worker:
-            # out of the collector's reach, so that collections under load walk requests only.
-            gc.freeze()
-            gc.set_threshold(*GC_THRESHOLDS)
             log.info(
                 "gateway started instance=%s backend=%s isolation=%s envs=%d pool_size=%d auth=%s",
                 settings.instance,
