@@ -173,7 +173,7 @@ class DockerBackend(SandboxBackend):
             await self.destroy(handle)  # undecided again while the engine is still away
 
     def _container_spec(self, name: str, directory: Path, labels: dict[str, str],
-                        role: str, image: str | None, slots: int) -> dict[str, Any]:
+                        role: str, image: str, slots: int) -> dict[str, Any]:
         cfg = self.config
         host_config = self.client.api.create_host_config(
             **confinement(cfg, slots),
@@ -185,7 +185,7 @@ class DockerBackend(SandboxBackend):
         )
         all_labels = {**cfg.labels, **labels, MANAGED: "1", INSTANCE: self.instance, ROLE: role,
                       SOCKET_ROOT: str(cfg.socket_root), SANDBOX: name}
-        return {"image": image or cfg.sandbox_image, "name": f"envscaler-{self.instance}-{name}",
+        return {"image": image, "name": f"envscaler-{self.instance}-{name}",
                 "labels": all_labels,
                 "host_config": host_config, "user": "0:0", "network_disabled": True,
                 "command": _command(role, slots, cfg.sandbox_pids, parse_size(cfg.sandbox_memory))}
@@ -212,7 +212,8 @@ class DockerBackend(SandboxBackend):
         # Read and removed by the keeper (or checker) before any untrusted code runs in it.
         write_for_keeper(directory / SECRET_NAME, secret)
         image = image or self.config.sandbox_image
-        if role == RUNTIME and self.config.sources:
+        compiles = role == RUNTIME and bool(self.config.sources)
+        if compiles:
             compiled = self._compiled.get(image)
             if compiled is None:
                 write_for_keeper(directory / SOURCES_NAME, self._sources_text)
@@ -230,7 +231,7 @@ class DockerBackend(SandboxBackend):
             self._slots[handle.id] = slots
             await wait_for_runtime(str(socket_path), secret, self.config.start_timeout,
                                    lambda: None)
-            if role == RUNTIME and self.config.sources and image not in self._compiled:
+            if compiles and image not in self._compiled:
                 self._keep_compiled(image, directory / COMPILED_NAME)
             # The runtime has bound its socket: from now on the directory is read-only to the
             # sandbox, so environment code cannot swap the socket for a link to another socket
@@ -264,7 +265,7 @@ class DockerBackend(SandboxBackend):
             self._compiled[image] = data
 
     def _create_and_start(self, name: str, directory: Path, labels: dict[str, str],
-                          role: str, image: str | None, slots: int) -> str:
+                          role: str, image: str, slots: int) -> str:
         spec = self._container_spec(name, directory, labels, role, image, slots)
         container = self.client.api.create_container(**spec)
         self.client.api.start(container["Id"])

@@ -279,23 +279,20 @@ def compiled_code(sources: list[str], path: Path | None) -> dict[str, types.Code
     the gateway to hand on. Either way before any runtime, so before any untrusted code, runs
     in this container."""
     if path is not None and path.exists():
-        data = path.read_bytes()
+        data, where = path.read_bytes(), "by an earlier sandbox"
         path.unlink()
-        try:
-            code = dict(marshal.loads(data))
-        except (EOFError, ValueError, TypeError):
-            code = {}
-        print(f"envscaler keeper: {len(code)} environments compiled by an earlier sandbox",
-              file=sys.stderr, flush=True)
-        return code
-    data = precompile(sources)
-    if path is not None and data:
-        staged = path.with_name(path.name + ".part")
-        staged.write_bytes(data)
-        staged.chmod(0o444)
-        staged.rename(path)
-    code = dict(marshal.loads(data)) if data else {}
-    print(f"envscaler keeper: {len(code)} environments compiled here", file=sys.stderr,
+    else:
+        data, where = precompile(sources), "here"
+        if path is not None and data:
+            staged = path.with_name(path.name + ".part")
+            staged.write_bytes(data)
+            staged.chmod(0o444)
+            staged.rename(path)
+    try:
+        code = dict(marshal.loads(data)) if data else {}
+    except (EOFError, ValueError, TypeError):
+        code = {}  # each runtime compiles what it loads
+    print(f"envscaler keeper: {len(code)} environments compiled {where}", file=sys.stderr,
           flush=True)
     return code
 
