@@ -106,7 +106,7 @@ class SandboxConfig:
     sandbox_memory: str = "256m"
     sandbox_cpus: float = 1.0
     sandbox_pids: int = 64
-    sandbox_slots: int = 16  # sessions one runtime container serves at once (Docker backend)
+    sandbox_slots: int = 32  # sessions one runtime container serves at once (Docker backend)
     sandbox_tmpfs: str = "16m"
     sandbox_log_size: str = "1m"  # container output kept on the host, the newest (Docker backend)
     socket_root: Path = Path("/tmp/envscaler")

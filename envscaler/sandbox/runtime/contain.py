@@ -217,11 +217,19 @@ def address_space_bytes() -> int:
 
 
 def resident_bytes(pid: int) -> int:
-    """How much memory ``pid`` holds (its resident set); 0 once it is gone."""
+    """How much memory ``pid`` holds (its resident set); 0 once it is gone. Read with bare
+    system calls: a keeper reads this four times a second for each of its slots, and
+    ``Path.read_text`` took three times as long."""
     try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE_SIZE
+        fd = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
+    except OSError:
+        return 0
+    try:
+        return int(os.read(fd, 256).split()[1]) * _PAGE_SIZE
     except (OSError, IndexError, ValueError):
         return 0
+    finally:
+        os.close(fd)
 
 
 def bind_listening(path: Path) -> socket.socket:
