@@ -12,11 +12,14 @@ class SandboxUnavailable(SandboxError):
 
 
 class CapacityExhausted(SandboxError):
-    """Every sandbox slot is taken; the caller should retry after ``retry_after`` seconds."""
+    """No sandbox (or checker) can be had now; the caller should retry after ``retry_after``
+    seconds. ``full``: every sandbox slot is taken by sessions (429), rather than the engine being
+    too slow to make one in time (503)."""
 
-    def __init__(self, message: str, retry_after: float) -> None:
+    def __init__(self, message: str, retry_after: float, *, full: bool = False) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.full = full
 
 
 class SandboxGone(SandboxError):

@@ -226,7 +226,8 @@ class SandboxPool:
                         self.config.max_sandboxes - self._live)
             if count <= 0:  # the claims no creation in flight brings a sandbox for: 429 now
                 self._fail_claims(CapacityExhausted(
-                    f"all {self.config.max_sandboxes} sandboxes are in use", retry_after=1.0),
+                    f"all {self.config.max_sandboxes} sandboxes are in use", retry_after=1.0,
+                    full=True),
                     claims - self._promised, newest=True)
                 return
             self._live += count

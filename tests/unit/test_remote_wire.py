@@ -223,14 +223,15 @@ def test_sending_on_a_closed_connection_is_a_connection_error() -> None:
 
 
 @pytest.mark.parametrize("error", [
-    RuntimeFault("Diverged", "ran 3 calls"), CapacityExhausted("full", 2.5),
-    CallTimeout("late", 5.0), SandboxGone("died"), SandboxCounterfeit("forged"),
+    RuntimeFault("Diverged", "ran 3 calls"), CapacityExhausted("engine busy", 2.5),
+    CapacityExhausted("every slot taken", 1.0, full=True), CallTimeout("late", 5.0), SandboxGone("died"), SandboxCounterfeit("forged"),
     SandboxUnavailable("no engine")])
 def test_errors_cross_the_wire_as_themselves(error: Exception) -> None:
     again = from_wire(to_wire(error))
     assert type(again) is type(error) and str(again) == str(error)
     assert getattr(again, "retry_after", None) == getattr(error, "retry_after", None)
     assert getattr(again, "kind", None) == getattr(error, "kind", None)
+    assert getattr(again, "full", None) == getattr(error, "full", None)  # 429 or 503 at the edge
 
 
 def test_a_malformed_error_is_a_sandbox_error() -> None:

@@ -31,7 +31,8 @@ def to_wire(exc: Exception) -> dict[str, Any]:
     if isinstance(exc, RuntimeFault):
         return {"type": "RuntimeFault", "kind": exc.kind, "message": exc.message}
     if isinstance(exc, CapacityExhausted):
-        return {"type": "CapacityExhausted", "message": str(exc), "retry_after": exc.retry_after}
+        return {"type": "CapacityExhausted", "message": str(exc), "retry_after": exc.retry_after,
+                "full": exc.full}
     if isinstance(exc, CallTimeout):
         return {"type": "CallTimeout", "message": str(exc), "timeout": exc.timeout}
     if isinstance(exc, BadHostRequest):
@@ -49,7 +50,8 @@ def from_wire(error: object) -> Exception:
     if kind == "RuntimeFault":
         return RuntimeFault(str(error.get("kind", "RuntimeError")), message)
     if kind == "CapacityExhausted":
-        return CapacityExhausted(message, float(error.get("retry_after") or 1.0))
+        return CapacityExhausted(message, float(error.get("retry_after") or 1.0),
+                                 full=error.get("full") is True)
     if kind == "CallTimeout":
         return CallTimeout(message, float(error.get("timeout") or 0.0))
     if kind == "BadRequest":

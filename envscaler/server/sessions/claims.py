@@ -65,8 +65,7 @@ class SandboxClaims:
         try:
             return await pool.claim(session_id)
         except CapacityExhausted as exc:
-            stats = pool.stats()
-            raise faults.api_error(exc, Step.CLAIM, full=stats.live >= stats.capacity) from exc
+            raise faults.api_error(exc, Step.CLAIM) from exc
         except SandboxError as exc:
             log.error("sandbox creation failed session=%s error=%s", session_id, exc)
             raise faults.api_error(exc, Step.CLAIM) from exc

@@ -128,19 +128,18 @@ def api_error(
     tool: str = "",
     index: int | None = None,
     custom: bool = False,
-    full: bool = False,
 ) -> ApiError:
     """The API error that ``exc`` answers when ``step`` failed with it. ``env``, ``tool`` and
     ``index`` (a replayed call's) name what failed; ``custom``: the caller gave the
     ``init_config``, so one the environment does not start from is the caller's error (else
-    ``EnvLoadFailed``, the environment's); ``full``: every sandbox slot is taken (429 rather
-    than 503)."""
+    ``EnvLoadFailed``, the environment's). No sandbox to be had is 429 when every slot is
+    taken, 503 when the engine is too slow to make one."""
     if step is Step.CHECK:
         return _checker_error(exc)
     if isinstance(exc, RuntimeFault):
         return _runtime_error(exc, step, env, tool, index, custom)
     if isinstance(exc, CapacityExhausted):
-        return capacity_exhausted(str(exc), exc.retry_after, 429 if full else 503)
+        return capacity_exhausted(str(exc), exc.retry_after, 429 if exc.full else 503)
     if step is Step.CLAIM:
         return backend_unavailable(f"no sandbox could be created: {exc}")
     if step is Step.REPLAY:
