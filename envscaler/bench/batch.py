@@ -6,17 +6,18 @@ reset per episode, the reference solution, validate), then all closed at once. R
 opening all took and which opens failed (a refused open is a figure, not a crash), the machine's
 memory per live session (``MemAvailable`` before and after opening: containers, shims, kernel
 objects, Redis and gateway, everything counted), episodes/s over the window, the client process's
-CPU, and how long closing all took.
+CPU, and how long closing all took. `measure_against` compares the batch's episodes/s with the
+same pattern at fewer lanes, in turn on one gateway.
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-
 
 from envscaler.bench import rollouts
 from envscaler.bench.gateway import Gateway, GatewayOptions
@@ -40,6 +41,35 @@ def measure(url: str, envs: dict[str, Any], lanes: int, window: float) -> dict[s
     memory["per_live_session_mib"] = round(used / opened, 1) if opened else None
     figures["memory"] = memory
     return figures
+
+
+def measure_against(url: str, envs: dict[str, Any], lanes: int, baseline: int, window: float,
+                    rounds: int, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """The batch of ``lanes`` against the same pattern at ``baseline`` lanes, measured in turn
+    ``rounds`` times (the baseline first): on this machine one window's episodes/s drifts by up
+    to a fifth from one run to the next, and windows taken in turn share that drift. The first
+    batch's figures (its open is the coldest), with ``episodes_per_second`` the mean of the
+    batch's windows, ``baseline`` the mean of the baseline's, and ``windows`` every window in
+    order."""
+    windows, first = [], None
+    for _ in range(rounds):
+        for count in (baseline, lanes):
+            figures = measure(url, envs, count, window)
+            say(line(figures))
+            windows.append({"lanes": count, "episodes_per_second": figures["episodes_per_second"],
+                            "open_seconds": figures["open_all"]["seconds"]})
+            if count == lanes and first is None:
+                first = figures
+    assert first is not None
+    return first | {"episodes_per_second": _mean(windows, lanes),
+                    "baseline": {"lanes": baseline,
+                                 "episodes_per_second": _mean(windows, baseline)},
+                    "windows": windows}
+
+
+def _mean(windows: list[dict[str, Any]], lanes: int) -> float:
+    rates = [w["episodes_per_second"] for w in windows if w["lanes"] == lanes]
+    return round(sum(rates) / len(rates), 2)
 
 
 def line(figures: dict[str, Any]) -> str:

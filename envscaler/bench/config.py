@@ -40,7 +40,9 @@ class BenchConfig:
     episode_window: float = 5.0     # lanes start episodes for this long (each runs one at least)
     inprocess_seconds: float = 2.0  # in-process episodes, timed for at least this long
     batch_lanes: int = 512          # the batch phase: sessions opened at once by one client,
-    batch_window: float = 30.0      # running episodes for this long (envscaler/bench/batch.py)
+    batch_window: float = 30.0      # running episodes for this long (envscaler/bench/batch.py),
+    batch_baseline: int = 64        # against the same pattern at this many lanes,
+    batch_rounds: int = 0           # the two measured in turn this many times (0: not compared)
     # the large-state environment (envscaler/bench/largestate.py): database sizes (MB), and per size the
     # sessions opened, calls, state reads and validations, one at a time
     large_state_sizes: tuple[float, ...] = (1, 3, 30)
@@ -70,7 +72,7 @@ def preset(mode: str) -> BenchConfig:
                            cold_creations=30, resets=300, validations=100, baseline_calls=100000,
                            runtime_calls=10000, density_sessions=1000, episode_window=20.0,
                            inprocess_seconds=10.0, quiet_timeout=60.0, quiet_budget=600.0,
-                           host_calls=10000, host_seconds=10.0)
+                           host_calls=10000, host_seconds=10.0, batch_rounds=2)
     if mode == "tiny":  # the test suite's: every figure, a few samples each
         return BenchConfig(mode="tiny", envs=("library_loans",), levels={"library_loans": (1, 4)},
                            warmup=0.1, duration=0.5, pool_size=3, warm_creations=2,
@@ -79,7 +81,7 @@ def preset(mode: str) -> BenchConfig:
                            baseline_calls=200, runtime_calls=50, density_sessions=6,
                            density_concurrency=4, episode_levels={"open": (3,), "reset": (3, 6)},
                            episode_window=0.0, inprocess_seconds=0.0, batch_lanes=4,
-                           batch_window=0.0, quiet_timeout=0.0,
+                           batch_window=0.0, batch_baseline=2, batch_rounds=1, quiet_timeout=0.0,
                            quiet_budget=0.0, large_state_sizes=(0.05, 0.2), large_state_opens=2,
                            large_state_calls=10, large_state_reads=1, large_state_validations=1,
                            host_calls=50, host_lanes=4, host_seconds=0.5, host_counts=(1, 2))

@@ -19,7 +19,8 @@ Phases, in order (each waits for the machine to be quiet first, and records how 
    through ``AsyncEnvClient`` (its own process) at each concurrency of ``episode_levels``, opening
    a session per episode or resetting one per lane; lease expiries from the gateway's log;
    the batch phase (`envscaler.bench.batch`): ``batch_lanes`` sessions opened at once by one client process,
-   memory per live session, episodes/s, the client's CPU, all closed;
+   memory per live session, episodes/s, the client's CPU, all closed; with ``batch_rounds``, in
+   turn with the same pattern at ``batch_baseline`` lanes, that many times;
 8. the gateway stopped, every container of the run removed; a second gateway with no warm pool
    for cold session creation; then a check that no container of the run is left.
 
@@ -378,9 +379,14 @@ class Run:
         gateway.wait_ready()
         self.wait_quiet(f"batch of {config.batch_lanes}")
         expired = gateway.log_count(LEASE_EXPIRED)
-        figures = batch.measure(gateway.url, envs, config.batch_lanes, config.batch_window)
+        if config.batch_rounds and config.batch_baseline != config.batch_lanes:
+            figures = batch.measure_against(gateway.url, envs, config.batch_lanes,
+                                            config.batch_baseline, config.batch_window,
+                                            config.batch_rounds, self.say)
+        else:
+            figures = batch.measure(gateway.url, envs, config.batch_lanes, config.batch_window)
+            self.say(batch.line(figures))
         figures["lease_expiries"] = gateway.log_count(LEASE_EXPIRED) - expired
-        self.say(batch.line(figures))
         self.phase("batch", started)
         return figures
 

@@ -111,6 +111,11 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
     assert batch["open_all"]["opened"] == batch["close_all"]["closed"] == config.batch_lanes
     assert batch["rewards"] == {"1.0": config.batch_lanes, "below_1": 0}
     assert batch["memory"]["per_live_session_mib"] is not None
+    # measured in turn with the same pattern at fewer lanes (tiny: 2 lanes, then 4, once)
+    assert [w["lanes"] for w in batch["windows"]] == [config.batch_baseline, config.batch_lanes]
+    assert batch["baseline"] == {"lanes": config.batch_baseline,
+                                 "episodes_per_second": batch["windows"][0]["episodes_per_second"]}
+    assert batch["episodes_per_second"] == batch["windows"][1]["episodes_per_second"]
 
     assert [f["floor"] for f in written["floors"]] == [f["floor"] for f in report.floors(written)]
     assert all(set(f) == {"floor", "target", "measured", "met"} for f in written["floors"])
@@ -120,6 +125,7 @@ def test_tiny_benchmark_writes_every_figure(sandbox_image: str, tmp_path: Path) 
                     "## Session life cycle", "## Density", "## Validation", "## Episodes",
                     "## Batch", "## Floors"):
         assert heading in table
+    assert "Measured in turn on the same gateway" in table
     rows = [line for line in table.splitlines() if line.startswith("| library_loans (`")]
     assert len(rows) == len(config.levels["library_loans"])
     rows = [line for line in table.splitlines() if line.startswith(("| open per", "| reset per"))]
@@ -154,13 +160,18 @@ def test_floors_from_a_full_results_shape() -> None:
                         "order_desk-30mb": {"refused": "... set by ENVSCALER_MAX_STATE_BYTES"}},
         "forks": {"count": 8, "fork": {"p50_ms": 90.0}, "open": {"p50_ms": 100.0}},
         "batch": {"concurrency": 512, "open_all": {"seconds": 4.5, "failed": 0},
-                  "memory": {"per_live_session_mib": 12.5}, "episodes_per_second": 57.0},
+                  "memory": {"per_live_session_mib": 12.5}, "episodes_per_second": 57.0,
+                  "baseline": {"lanes": 64, "episodes_per_second": 60.0}},
     }
     met = [f["met"] for f in report.floors(results)]
     assert met == [True, True, True, False, True, False, None, True, False, True, True,
                    True, False, True, True, False, True, True, True]
     batch = report.floors(results)[-8:-5]
     assert [f["measured"] for f in batch] == ["4.5 s, 0 failed", "12.5 MiB", "0.95 x"]
+    # the ratio is the batch phase's own, against its windows at 64 lanes; none without them
+    results["batch"]["baseline"] = {"lanes": 32, "episodes_per_second": 60.0}
+    assert report.floors(results)[-6]["met"] is None
+    results["batch"]["baseline"] = {"lanes": 64, "episodes_per_second": 60.0}
     results["batch"]["open_all"]["failed"] = 3
     assert report.floors(results)[-8]["met"] is False
     results["batch"]["concurrency"] = 64  # --quick's batch: shown, not judged

@@ -78,7 +78,7 @@ def test_a_batch_reports_every_figure_and_closes_every_session(one_worker: Gatew
     assert "## Batch: 3 sessions from one client process" in section
     assert re.search(r"^\| 3 \| 3 / 0 \| [0-9.]+ s \| -?[0-9.]+ MiB \| 3 \(", section, re.MULTILINE)
     # a batch smaller than the floors' is shown, not judged
-    rows = report._batch_floors(figures, {})
+    rows = report._batch_floors(figures)
     assert [row["met"] for row in rows] == [None, None, None]
 
 
