@@ -78,7 +78,7 @@ class Settings(BaseSettings):
                                "/tmp are the sum of theirs. 1: a container per session. A "
                                "container's start costs the engine and the kernel far more than "
                                "a slot's: a burst of 512 opens took 5.3-5.9 s in containers of "
-                               "16, 3.7-4.2 s in containers of 32")
+                               "16, 3.5-4.2 s in containers of 32")
     sandbox_tmpfs: str = "16m"
     sandbox_log_size: str = Field("1m", description="a sandbox's output kept on the host (its "
                                   "newest part, for diagnostics); the rest is dropped")
