@@ -30,7 +30,12 @@ from typing import Any
 
 from envscaler.sandbox.backends.base import RUNTIME, SandboxBackend
 from envscaler.sandbox.config import SandboxConfig
-from envscaler.sandbox.errors import CapacityExhausted, SandboxError, SandboxStale
+from envscaler.sandbox.errors import (
+    CapacityExhausted,
+    SandboxError,
+    SandboxStale,
+    SandboxUnavailable,
+)
 from envscaler.sandbox.sandbox import Sandbox
 
 log = logging.getLogger("envscaler.sandbox.pool")
@@ -110,23 +115,36 @@ class SandboxPool:
 
     async def _claim_cold(self) -> Sandbox:
         """A runtime of a creation: started now, or in flight already for claims ahead of this
-        one. At most ``QUEUE_WAIT_FACTOR`` start timeouts, then ``CapacityExhausted`` (503)."""
-        claim: asyncio.Future[Sandbox] = asyncio.get_running_loop().create_future()
-        self._claims.append(claim)
-        self._start_creations()
+        one. A claim whose creation failed waits for the next one, once: a creation under way
+        when the engine restarted died with it, and the next may well start. At most
+        ``QUEUE_WAIT_FACTOR`` start timeouts in all, then ``CapacityExhausted`` (503)."""
         wait = QUEUE_WAIT_FACTOR * self.config.start_timeout
         try:
             async with asyncio.timeout(wait):
-                return await claim
-        except BaseException as exc:
+                try:
+                    return await self._runtime_of_a_creation()
+                except SandboxUnavailable as exc:
+                    log.warning("a creation failed under a claim (%s); the claim waits for the "
+                                "next one", exc)
+                    return await self._runtime_of_a_creation()
+        except TimeoutError:
+            raise CapacityExhausted(f"the engine is busy creating sandboxes (up to "
+                                    f"{self.config.sandbox_create_concurrency} at once) and "
+                                    f"none was ready within {wait:g} s",
+                                    retry_after=1.0) from None
+
+    async def _runtime_of_a_creation(self) -> Sandbox:
+        """Join the claims waiting for creations (starting one if those in flight bring too
+        few), and take the runtime that comes for this claim."""
+        claim: asyncio.Future[Sandbox] = asyncio.get_running_loop().create_future()
+        self._claims.append(claim)
+        self._start_creations()
+        try:
+            return await claim
+        except BaseException:
             if claim.done() and not claim.cancelled() and claim.exception() is None:
                 self._shelve(claim.result())  # given just as this claim was given up on
             claim.cancel()
-            if isinstance(exc, TimeoutError):
-                raise CapacityExhausted(f"the engine is busy creating sandboxes (up to "
-                                        f"{self.config.sandbox_create_concurrency} at once) and "
-                                        f"none was ready within {wait:g} s",
-                                        retry_after=1.0) from None
             raise
 
     def _name_later(self, sandbox: Sandbox, session_id: str) -> None:

@@ -342,6 +342,37 @@ async def test_claims_beyond_the_capacity_are_refused_not_kept_waiting(
         await pool.close()
 
 
+async def test_a_claim_outlives_a_creation_whose_container_died_starting(
+        docker_config: SandboxConfig, docker_client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A container killed before its runtime answered (as an engine restart kills what it ran)
+    fails its creation at the start timeout, and the claim waiting for it is served by the next
+    creation rather than refused."""
+    config = dataclasses.replace(docker_config, pool_size=0, sandbox_slots=1,
+                                 start_timeout=scaled(5))
+    backend = DockerBackend(config, new_instance())
+    create_and_start = backend._create_and_start
+    killed: list[str] = []
+
+    def killed_at_once(*args, **kwargs):  # type: ignore[no-untyped-def]
+        container_id = create_and_start(*args, **kwargs)
+        if not killed:
+            docker_client.api.kill(container_id)
+            killed.append(container_id)
+        return container_id
+
+    monkeypatch.setattr(backend, "_create_and_start", killed_at_once)
+    pool = SandboxPool(backend, config)
+    await pool.start()
+    try:
+        sandbox = await pool.claim("s1")
+        await sandbox.ping()
+        assert killed and sandbox.id != killed[0]
+        assert (pool.stats().failed, pool.stats().started) == (1, 1)
+    finally:
+        await pool.close()
+    assert await pool.backend.list_own() == []
+
+
 async def _pool_holds(pool: SandboxPool, ready: int, live: int) -> None:
     for _ in range(100):
         if (pool.stats().ready, pool.stats().live) == (ready, live):
