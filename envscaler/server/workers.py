@@ -296,6 +296,7 @@ class Supervisor:
             ran = now - slot.started
             slot.failures = slot.failures + 1 if ran < self.policy.max_delay else 1
             if slot.failures >= self.policy.limit:
+                self._stop_all()  # first: nothing the other workers print follows the verdict
                 log.error("gateway worker pid=%s exited with %s after %.1f s: %d failures in a "
                           "row, each within %g s of its start; giving up",
                           worker.pid, worker.exitcode, ran, slot.failures, self.policy.max_delay)
